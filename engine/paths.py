@@ -1,0 +1,26 @@
+"""Where the app keeps its cache (models, wheels, dequantized drafts) and config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import platformdirs
+
+APP = "specprefill"
+
+
+def cache_dir() -> Path:
+    # platformdirs honours $XDG_CACHE_HOME on Linux, as the setup scripts do.
+    return Path(platformdirs.user_cache_dir(APP, appauthor=False))
+
+
+def models_dir() -> Path:
+    return cache_dir() / "models"
+
+
+def draft_cache_dir() -> Path:
+    return cache_dir() / "draft"
+
+
+def calibration_path() -> Path:
+    return cache_dir() / "calibration.json"

@@ -1,0 +1,263 @@
+"""The engine: loaded models plus the two ways to answer, streamed as typed events.
+
+Baseline: tokenize, full prefill in the target, greedy decode.
+SpecPrefill: tokenize, the draft scores the tokens, keep the top chunks, the target
+prefills only those (at their original positions in `restore` mode), greedy decode.
+TTFT runs from the request's start (tokenization included) to the first token.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+
+from engine import models
+from engine.cancel import NEVER, CancelToken
+from engine.draft.loader import draft_eos_ids, load_draft_model, pick_device
+from engine.draft.scorer import ATTN_IMPL, DraftScorer
+from engine.draft.selection import plan_selection
+from engine.errors import ContextOverflowError, ModelError
+from engine.events import (EngineEvent, Notice, Progress, RunFinished, RunName, RunResult, Selection,
+                           SelectionMade, Stage, StageChanged, TokenGenerated)
+from engine.ingest.document import Document
+from engine.prompt import PreparedPrompt, render_parts, token_char_offsets, tokenize_parts
+from engine.settings import ModelSettings, RunSettings
+from engine.steps import Steps
+from engine.target.native import LlamaContext, LlamaModel
+from engine.target.runtime import TargetRuntime
+from engine.vocab import require_shared_vocab
+
+log = logging.getLogger(__name__)
+LoadProgress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    target_name: str
+    draft_name: str
+    target_path: Path
+    draft_path: Path
+    positions_supported: bool  # the runtime accepts gapped positions: `restore` is available
+    device: str
+    draft_memory_bytes: int
+    n_ctx: int
+
+
+def default_threads() -> int:
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def _resolve_paths(settings: ModelSettings, progress: LoadProgress | None, cancel: CancelToken) -> tuple[Path, Path]:
+    if settings.target_path is None or settings.draft_path is None:
+        models.ensure_default_models(progress, cancel)
+    target = Path(settings.target_path) if settings.target_path else models.require_verified(models.TARGET)
+    draft = Path(settings.draft_path) if settings.draft_path else models.require_verified(models.DRAFT)
+    for role, path in (("target", target), ("draft", draft)):
+        if not path.exists():
+            raise ModelError(f"{role} model not found: {path}")
+    return target, draft
+
+
+def _display_name(path: Path, spec: models.ModelSpec) -> str:
+    return spec.name if path == spec.path else path.name
+
+
+def _draft_memory_bytes(model, device: torch.device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+class Engine:
+    """Both models, loaded once; answers requests one at a time."""
+
+    def __init__(self, runtime: TargetRuntime, scorer: DraftScorer, info: EngineInfo):
+        self.runtime = runtime
+        self.scorer = scorer
+        self.info = info
+
+    # -- lifetime -----------------------------------------------------------
+    @classmethod
+    def load(cls, settings: ModelSettings | None = None, progress: LoadProgress | None = None,
+             cancel: CancelToken = NEVER) -> Engine:
+        settings = settings or ModelSettings()
+        target_path, draft_path = _resolve_paths(settings, progress, cancel)
+        threads = settings.n_threads or default_threads()
+        torch.set_num_threads(threads)
+        device = pick_device(settings.device)
+        target_name = _display_name(target_path, models.TARGET)
+        draft_name = _display_name(draft_path, models.DRAFT)
+
+        if progress:
+            progress(0, 3, f"loading target {target_name}")
+        target = LlamaModel(target_path, n_gpu_layers=-1 if device.device.type == "cuda" else 0)
+        n_ctx = min(settings.n_ctx, target.n_ctx_train())
+        runtime = TargetRuntime(target, LlamaContext(target, n_ctx=n_ctx, n_batch=settings.n_batch,
+                                                     n_threads=threads))
+        require_shared_vocab(target, target_name, draft_path, draft_name)
+        cancel.raise_if_cancelled()
+
+        if progress:
+            progress(1, 3, f"loading draft {draft_name}")
+        draft = load_draft_model(draft_path, device, ATTN_IMPL)
+        scorer = DraftScorer(draft, draft_eos_ids(draft))
+        cancel.raise_if_cancelled()
+
+        if progress:
+            progress(2, 3, "probing position support")
+        info = EngineInfo(target_name=target_name, draft_name=draft_name, target_path=target_path,
+                          draft_path=draft_path, positions_supported=runtime.accepts_gapped_positions(),
+                          device=str(device.device), draft_memory_bytes=_draft_memory_bytes(draft, device.device),
+                          n_ctx=n_ctx)
+        if progress:
+            progress(3, 3, "ready")
+        return cls(runtime, scorer, info)
+
+    def close(self) -> None:
+        self.runtime.close()
+
+    # -- helpers ------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        return len(self.runtime.model.tokenize(text, parse_special=False))
+
+    def prepare(self, document_text: str, question: str, settings: RunSettings) -> PreparedPrompt:
+        parts = render_parts(self.runtime.model, document_text, question, settings.system_prompt)
+        return tokenize_parts(self.runtime.model, parts)
+
+    def _check_fits(self, prompt: PreparedPrompt, settings: RunSettings) -> None:
+        needed = prompt.n_tokens + settings.max_new_tokens
+        if needed > self.info.n_ctx:
+            raise ContextOverflowError(
+                f"the prompt has {prompt.n_tokens} tokens; with {settings.max_new_tokens} new tokens it needs "
+                f"{needed}, but the target's context window is {self.info.n_ctx} tokens")
+
+    def resolve_positions(self, requested: str) -> str:
+        if requested == "auto":
+            return "restore" if self.info.positions_supported else "renumber"
+        if requested == "restore" and not self.info.positions_supported:
+            raise ModelError("this llama.cpp build rejects gapped positions, so `restore` is unavailable; "
+                             "use --positions renumber or auto")
+        return requested
+
+    # -- requests -------------------------------------------------------------
+    def stream(self, document: Document | str, question: str, mode: str = "both",
+               settings: RunSettings | None = None, cancel: CancelToken = NEVER) -> Iterator[EngineEvent]:
+        """Events for the baseline and/or SpecPrefill run; baseline first in `both` mode."""
+        settings = settings or RunSettings()
+        text = document.text if isinstance(document, Document) else document
+        if not question.strip():
+            raise ValueError("the question is empty")
+        runs: list[RunName] = ["baseline", "spec"] if mode == "both" else [mode]  # type: ignore[list-item]
+        for run in runs:
+            if run == "baseline":
+                yield from self._baseline(text, question, settings, cancel)
+            else:
+                yield from self._spec(text, question, settings, cancel)
+
+    def _baseline(self, text: str, question: str, settings: RunSettings, cancel: CancelToken,
+                  run: RunName = "baseline", bypass_reason: str = "") -> Iterator[EngineEvent]:
+        t0 = time.perf_counter()
+        yield StageChanged(run, "tokenizing")
+        prompt = self.prepare(text, question, settings)
+        tokenize_s = time.perf_counter() - t0
+        self._check_fits(prompt, settings)
+        positions = np.arange(prompt.n_tokens, dtype=np.int32)
+        result = yield from self._prefill_and_generate(
+            run, prompt, prompt.tokens, positions, prompt.n_tokens, settings, cancel, t0)
+        yield RunFinished(run, RunResult(
+            run=run, prompt_tokens=prompt.n_tokens, tokenize_s=tokenize_s,
+            positions="contiguous", bypassed=bool(bypass_reason),
+            bypass_reason=bypass_reason, **result))
+
+    def _spec(self, text: str, question: str, settings: RunSettings, cancel: CancelToken) -> Iterator[EngineEvent]:
+        run: RunName = "spec"
+        t0 = time.perf_counter()
+        yield StageChanged(run, "tokenizing")
+        prompt = self.prepare(text, question, settings)
+        tokenize_s = time.perf_counter() - t0
+        self._check_fits(prompt, settings)
+        if prompt.n_tokens < settings.min_tokens and not settings.force:
+            reason = (f"{prompt.n_tokens} tokens is below the SpecPrefill threshold of {settings.min_tokens}: "
+                      "ran full prefill (use --force to score anyway)")
+            yield Notice(run, f"bypassed: {reason}")
+            yield from self._baseline(text, question, settings, cancel, run=run, bypass_reason=reason)
+            return
+        positions_mode = self.resolve_positions(settings.positions)
+
+        t_draft = time.perf_counter()
+        yield StageChanged(run, "draft", f"draft scoring {prompt.n_tokens} tokens")
+        score = yield from self._progress(run, "draft", self.scorer.iter_score(
+            prompt.tokens.tolist(), settings.lookahead, settings.kernel, cancel))
+        draft_s = time.perf_counter() - t_draft
+
+        t_select = time.perf_counter()
+        yield StageChanged(run, "select")
+        scores, protected, kept, kept_idx = plan_selection(
+            score.importance, settings.chunk_size, settings.keep, prompt.tail_start)
+        kept_tokens = prompt.tokens[kept_idx]
+        if positions_mode == "restore":
+            kept_positions, next_position = kept_idx.astype(np.int32), prompt.n_tokens
+        else:
+            kept_positions, next_position = np.arange(len(kept_idx), dtype=np.int32), len(kept_idx)
+        select_s = time.perf_counter() - t_select
+
+        result = yield from self._prefill_and_generate(
+            run, prompt, kept_tokens, kept_positions, next_position, settings, cancel, t0)
+        yield SelectionMade(run, Selection(
+            chunk_size=settings.chunk_size,
+            chunk_starts=list(range(0, prompt.n_tokens, settings.chunk_size)),
+            chunk_scores=[float(s) for s in scores], kept_chunks=kept, protected_chunks=protected,
+            token_char_offsets=token_char_offsets(self.runtime.model, prompt),
+            doc_char_span=prompt.parts.doc_char_span))
+        yield RunFinished(run, RunResult(
+            run=run, prompt_tokens=prompt.n_tokens, tokenize_s=tokenize_s, draft_s=draft_s, select_s=select_s,
+            kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode, **result))
+
+    def _prefill_and_generate(self, run: RunName, prompt: PreparedPrompt, tokens: np.ndarray,
+                              positions: np.ndarray, next_position: int, settings: RunSettings,
+                              cancel: CancelToken, t0: float):
+        """Prefill, then stream the answer. Returns the timing fields of RunResult."""
+        yield StageChanged(run, "prefill", f"prefilling {len(tokens)} of {prompt.n_tokens} tokens")
+        t_prefill = time.perf_counter()
+        logits = yield from self._progress(run, "prefill", self.runtime.iter_prefill(tokens, positions, cancel))
+        target_prefill_s = time.perf_counter() - t_prefill
+
+        yield StageChanged(run, "generating")
+        pieces: list[str] = []
+        ttft_s = decode_s = 0.0
+        stop_reason = "eos"
+        for i, piece in enumerate(self.runtime.generate(logits, next_position, settings.max_new_tokens, cancel)):
+            if i == 0:
+                t_first = time.perf_counter()
+                ttft_s = t_first - t0
+            pieces.append(piece.text)
+            yield TokenGenerated(run, piece.text, i)
+        n_generated = len(pieces)
+        if n_generated == 0:
+            ttft_s = time.perf_counter() - t0  # the first token was end-of-turn
+        else:
+            decode_s = time.perf_counter() - t_first
+        if n_generated >= settings.max_new_tokens:
+            stop_reason = "max_new_tokens"
+        yield StageChanged(run, "done")
+        return dict(answer="".join(pieces).strip(), prefill_tokens=len(tokens), ttft_s=ttft_s,
+                    decode_tok_s=(n_generated - 1) / decode_s if n_generated > 1 and decode_s > 0 else 0.0,
+                    generated_tokens=n_generated, target_prefill_s=target_prefill_s, stop_reason=stop_reason)
+
+    @staticmethod
+    def _progress(run: RunName, stage: Stage, steps: Steps):
+        """Forward a Steps generator's (done, total) as Progress events; return its result."""
+        while True:
+            try:
+                done, total = next(steps)
+            except StopIteration as stop:
+                return stop.value
+            yield Progress(run, stage, done, total)

@@ -1,0 +1,38 @@
+"""Settings for loading models and for one run. Plain dataclasses, shared by CLI and GUI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+PositionMode = Literal["auto", "restore", "renumber"]
+RunMode = Literal["baseline", "spec", "both"]
+Device = Literal["auto", "cuda", "cpu"]
+
+
+@dataclass
+class ModelSettings:
+    """How to load the target and the draft. None paths mean the default models."""
+
+    target_path: Path | None = None
+    draft_path: Path | None = None  # a GGUF file or a transformers model directory
+    device: Device = "auto"
+    n_threads: int | None = None  # None: physical cores
+    n_ctx: int = 32768
+    n_batch: int = 512
+
+
+@dataclass
+class RunSettings:
+    """One request: how much to keep and how to place the kept tokens."""
+
+    keep: float = 0.2
+    positions: PositionMode = "auto"
+    min_tokens: int = 4096
+    force: bool = False
+    max_new_tokens: int = 256
+    chunk_size: int = 32
+    kernel: int = 13
+    lookahead: int = 8
+    system_prompt: str = "You are a helpful assistant. Answer using only the document."

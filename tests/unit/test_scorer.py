@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+import torch
+
+from engine.cancel import CancelToken
+from engine.draft.scorer import DraftScorer
+from engine.errors import Cancelled
+from tests.unit.tiny_models import tiny_qwen2
+
+
+def naive_pool(row: np.ndarray, kernel: int) -> np.ndarray:
+    half = kernel // 2
+    return np.array([row[max(0, i - half): i + half + 1].mean() for i in range(len(row))])
+
+
+def naive_importance(model_eager, tokens, lookahead_tokens, steps, kernel):
+    """Full eager attention over prompt+look-ahead, then pool, max over layers x heads, mean over steps."""
+    n = len(tokens)
+    full = torch.tensor([tokens + lookahead_tokens])
+    with torch.no_grad():
+        out = model_eager(full, output_attentions=True)
+    per_step = []
+    for j in range(steps):
+        rows = [att[0, h, n - 1 + j, :n].double().numpy() for att in out.attentions for h in range(att.shape[1])]
+        per_step.append(np.max([naive_pool(r, kernel) for r in rows], axis=0))
+    return np.mean(per_step, axis=0)
+
+
+@pytest.mark.parametrize("prefill_chunk", [7, 1024])
+def test_scores_match_naive_eager_attention(prefill_chunk):
+    model = tiny_qwen2()
+    eager = tiny_qwen2(attn_implementation="eager")
+    eager.load_state_dict(model.state_dict())
+    tokens = list(np.random.default_rng(1).integers(0, 96, size=45))
+    scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=prefill_chunk)
+    result = scorer.score(tokens, lookahead=5, kernel=5)
+    assert result.steps == 5 and len(result.lookahead_tokens) == 5
+    expected = naive_importance(eager, tokens, result.lookahead_tokens[:4], 5, kernel=5)
+    np.testing.assert_allclose(result.importance, expected, atol=1e-5, rtol=0)
+
+
+def test_lookahead_tokens_are_greedy():
+    model = tiny_qwen2()
+    tokens = [3, 14, 15, 92, 65, 35, 89, 79]
+    result = DraftScorer(model, eos_ids=set()).score(tokens, lookahead=3, kernel=1)
+    seq = list(tokens)
+    with torch.no_grad():
+        for _ in range(3):
+            seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
+    assert result.lookahead_tokens == seq[len(tokens):]
+
+
+def test_lookahead_stops_at_eos():
+    model = tiny_qwen2()
+    tokens = [5, 6, 7, 8, 9, 10]
+    first = DraftScorer(model, eos_ids=set()).score(tokens, lookahead=4, kernel=1).lookahead_tokens[0]
+    stopped = DraftScorer(model, eos_ids={first}).score(tokens, lookahead=4, kernel=1)
+    assert stopped.steps == 1 and stopped.lookahead_tokens == []
+
+
+def test_cancel_stops_prefill():
+    model = tiny_qwen2()
+    cancel = CancelToken()
+    calls = []
+
+    def progress(done, total):
+        calls.append(done)
+        cancel.cancel()
+
+    with pytest.raises(Cancelled):
+        steps = DraftScorer(model, eos_ids=set(), prefill_chunk=8).iter_score(list(range(40)), cancel=cancel)
+        for done, _total in steps:
+            progress(done, _total)
+    assert calls == [8]  # stopped at the next layer after the first chunk
