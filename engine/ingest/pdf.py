@@ -60,10 +60,12 @@ def load_pdf(
     counter = _CountWarnings()
     pypdf_logger = logging.getLogger("pypdf")
     pypdf_logger.addHandler(counter)
+    propagate, pypdf_logger.propagate = pypdf_logger.propagate, False  # counted into one warning, not printed
     try:
         return _read(path, data, password, cancel, progress, max_pages, counter)
     finally:
         pypdf_logger.removeHandler(counter)
+        pypdf_logger.propagate = propagate
 
 
 def _read(path, data, password, cancel, progress, max_pages, counter) -> Document:

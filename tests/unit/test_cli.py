@@ -1,0 +1,39 @@
+"""CLI contract: usage and input errors are one line on stderr with exit code 2."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, needle: str) -> None:
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert needle in lines[0]
+
+
+def test_missing_document(tmp_path):
+    proc = run_cli("run", "--doc", str(tmp_path / "nope.pdf"), "--question", "q?")
+    assert_one_line_error(proc, "nope.pdf")
+
+
+def test_random_bytes_pdf(tmp_path):
+    bad = tmp_path / "bad.pdf"
+    bad.write_bytes(bytes(range(256)) * 40)
+    assert_one_line_error(run_cli("run", "--doc", str(bad), "--question", "q?"), "bad.pdf")
+
+
+def test_keep_out_of_range(tmp_path):
+    assert_one_line_error(run_cli("run", "--doc", "x", "--question", "q", "--keep", "1.5"), "keep")
+
+
+def test_unknown_positions_mode():
+    assert_one_line_error(run_cli("run", "--doc", "x", "--question", "q", "--positions", "gap"), "positions")
