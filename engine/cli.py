@@ -191,8 +191,53 @@ def _probe_restore(statuses) -> bool | None:
         runtime.close()
 
 
+# -- bench -------------------------------------------------------------------
+def int_list(value: str) -> list[int]:
+    try:
+        items = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
+    if not items or min(items) < 64:
+        raise argparse.ArgumentTypeError(f"lengths must be integers of at least 64, got {value!r}")
+    return items
+
+
+def cmd_bench(args, cancel: CancelToken) -> int:
+    from engine.bench import BenchRow, bench_settings, plot_ttft, run_bench
+    from engine.events import Progress, StageChanged
+    from engine.ingest import load_document
+
+    document = load_document(args.doc, password=args.password, cancel=cancel)
+    engine = load_engine(args, quiet=args.json)
+    settings = bench_settings(run_settings_from(args), args.respect_threshold)
+    rows: list[BenchRow] = []
+    for item in run_bench(engine, document.text, args.lengths, settings, cancel):
+        if isinstance(item, BenchRow):
+            rows.append(item)
+            if not args.json:
+                print(_bench_line(item), flush=True)
+        elif isinstance(item, StageChanged) and item.stage in ("draft", "prefill") and not args.json:
+            print(f"[bench] {item.run}: {item.detail}", file=sys.stderr, flush=True)
+    info = engine.info
+    report = {"results": [r.to_json() for r in rows], "keep": args.keep, "doc": str(args.doc),
+              "models": {"target": info.target_name, "draft": info.draft_name, "device": info.device,
+                         "restore_supported": info.positions_supported}}
+    if args.plot:
+        plot_ttft(rows, args.plot, f"{Path(args.doc).name}, keep {args.keep}, {info.device}")
+    if args.json:
+        print(json.dumps(report, indent=2))
+    return 0
+
+
+def _bench_line(r) -> str:
+    return (f"{r.prompt_tokens:>6} tok | baseline {r.baseline_ttft_s:7.2f}s | spec {r.spec_ttft_s:7.2f}s "
+            f"(draft {r.draft_s:6.2f}s + target {r.target_prefill_s:6.2f}s + other {r.overhead_s:5.2f}s) | "
+            f"{r.speedup:4.2f}x | kept {r.kept_fraction:.1%} | {r.positions}"
+            f" | draft mem {r.draft_peak_mem_bytes / 2**20:.0f} MiB")
+
+
 # -- parser ------------------------------------------------------------------
-COMMANDS: dict[str, Callable] = {"run": cmd_run, "models": cmd_models}
+COMMANDS: dict[str, Callable] = {"run": cmd_run, "models": cmd_models, "bench": cmd_bench}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,6 +259,16 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--prepare", action="store_true",
                    help="assemble missing defaults and cache the dequantized draft (setup runs this)")
     m.add_argument("--json", action="store_true")
+    bench = sub.add_parser("bench", help="TTFT of full prefill vs SpecPrefill at several prompt lengths")
+    bench.add_argument("--doc", type=Path, required=True)
+    bench.add_argument("--lengths", type=int_list, default=[2048, 4096, 8192])
+    bench.add_argument("--json", action="store_true")
+    bench.add_argument("--plot", type=Path, help="write a PNG of TTFT vs length")
+    bench.add_argument("--respect-threshold", action="store_true",
+                       help="bypass SpecPrefill below --min-tokens, to measure the bypass cost")
+    add_run_args(bench)
+    add_model_args(bench)
+    bench.set_defaults(max_new_tokens=16)
     return parser
 
 

@@ -74,13 +74,17 @@ class RunResult:
     positions: str = "contiguous"  # restore | renumber for spec; contiguous for baseline
     bypassed: bool = False
     bypass_reason: str = ""
+    draft_peak_mem_bytes: int = 0  # CPU: peak RSS growth while scoring; CUDA: max allocated on the device
     stop_reason: str = ""  # eos | max_new_tokens
+
+    SPEC_ONLY = ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason",
+                 "draft_peak_mem_bytes")
 
     def to_json(self) -> dict:
         data = asdict(self)
         data.pop("run")
         if self.run == "baseline":
-            for key in ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason"):
+            for key in self.SPEC_ONLY:
                 data.pop(key)
         return data
 

@@ -28,6 +28,7 @@ from engine.errors import ContextOverflowError, ModelError
 from engine.events import (EngineEvent, Notice, Progress, RunFinished, RunName, RunResult, Selection,
                            SelectionMade, Stage, StageChanged, TokenGenerated)
 from engine.ingest.document import Document
+from engine.memory import PeakMemory
 from engine.prompt import PreparedPrompt, render_parts, token_char_offsets, tokenize_parts
 from engine.settings import ModelSettings, RunSettings
 from engine.steps import Steps
@@ -102,24 +103,26 @@ class Engine:
         n_ctx = min(settings.n_ctx, target.n_ctx_train())
         runtime = TargetRuntime(target, LlamaContext(target, n_ctx=n_ctx, n_batch=settings.n_batch,
                                                      n_threads=threads))
-        require_shared_vocab(target, target_name, draft_path, draft_name)
-        cancel.raise_if_cancelled()
-
-        if progress:
-            progress(1, 3, f"loading draft {draft_name}")
-        draft = load_draft_model(draft_path, device, ATTN_IMPL)
-        scorer = DraftScorer(draft, draft_eos_ids(draft))
-        cancel.raise_if_cancelled()
-
-        if progress:
-            progress(2, 3, "probing position support")
-        info = EngineInfo(target_name=target_name, draft_name=draft_name, target_path=target_path,
-                          draft_path=draft_path, positions_supported=runtime.accepts_gapped_positions(),
-                          device=str(device.device), draft_memory_bytes=_draft_memory_bytes(draft, device.device),
-                          n_ctx=n_ctx)
+        try:
+            require_shared_vocab(target, target_name, draft_path, draft_name)
+            cancel.raise_if_cancelled()
+            if progress:
+                progress(1, 3, f"loading draft {draft_name}")
+            draft = load_draft_model(draft_path, device, ATTN_IMPL)
+            cancel.raise_if_cancelled()
+            if progress:
+                progress(2, 3, "probing position support")
+            info = EngineInfo(target_name=target_name, draft_name=draft_name, target_path=target_path,
+                              draft_path=draft_path, positions_supported=runtime.accepts_gapped_positions(),
+                              device=str(device.device),
+                              draft_memory_bytes=_draft_memory_bytes(draft, device.device),
+                              n_ctx=runtime.context.n_ctx)
+        except BaseException:
+            runtime.close()  # free the target's native memory now, not at garbage collection
+            raise
         if progress:
             progress(3, 3, "ready")
-        return cls(runtime, scorer, info)
+        return cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info)
 
     def close(self) -> None:
         self.runtime.close()
@@ -194,8 +197,9 @@ class Engine:
 
         t_draft = time.perf_counter()
         yield StageChanged(run, "draft", f"draft scoring {prompt.n_tokens} tokens")
-        score = yield from self._progress(run, "draft", self.scorer.iter_score(
-            prompt.tokens.tolist(), settings.lookahead, settings.kernel, cancel))
+        with PeakMemory(self.info.device) as draft_mem:
+            score = yield from self._progress(run, "draft", self.scorer.iter_score(
+                prompt.tokens.tolist(), settings.lookahead, settings.kernel, cancel))
         draft_s = time.perf_counter() - t_draft
 
         t_select = time.perf_counter()
@@ -219,7 +223,8 @@ class Engine:
             doc_char_span=prompt.parts.doc_char_span))
         yield RunFinished(run, RunResult(
             run=run, prompt_tokens=prompt.n_tokens, tokenize_s=tokenize_s, draft_s=draft_s, select_s=select_s,
-            kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode, **result))
+            kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode,
+            draft_peak_mem_bytes=draft_mem.peak_bytes, **result))
 
     def _prefill_and_generate(self, run: RunName, prompt: PreparedPrompt, tokens: np.ndarray,
                               positions: np.ndarray, next_position: int, settings: RunSettings,

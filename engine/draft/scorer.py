@@ -92,7 +92,9 @@ class DraftScorer:
             for start in range(0, len(body), self.prefill_chunk):
                 self._prefill_chunk(body[start:start + self.prefill_chunk], start, cache)
                 yield min(start + self.prefill_chunk, len(body)), len(tokens)
-            return self._look_ahead(tokens, cache, lookahead, kernel, cancel)
+            result = self._look_ahead(tokens, cache, lookahead, kernel, cancel)
+            yield len(tokens), len(tokens)  # the look-ahead covered the last prompt token
+            return result
 
     def _prefill_chunk(self, chunk: list[int], start: int, cache: DynamicCache) -> None:
         # The body only: the LM head is not needed for prompt tokens.

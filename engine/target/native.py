@@ -197,11 +197,11 @@ class LlamaContext:
         params.flash_attn_type = flash_attn
         params.no_perf = True
         self.model = model
-        self.n_ctx = n_ctx
         self.n_batch = n_batch
         self._ptr = L.llama_init_from_model(model.ptr, params)
         if not self._ptr:
             raise ModelError(f"could not create a llama.cpp context of {n_ctx} tokens (out of memory?)")
+        self.n_ctx = int(L.llama_n_ctx(self._ptr))  # llama.cpp may round the size up
         self.cancel: CancelToken = NEVER
         self._abort_cb = L.ggml_abort_callback(lambda _data: self.cancel.cancelled)
         L.llama_set_abort_callback(self._ptr, self._abort_cb, None)

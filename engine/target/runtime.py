@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,14 +50,23 @@ class TargetRuntime:
         if len(tokens) == 0:
             raise ValueError("nothing to prefill")
         self.context.clear()
-        self.context.cancel = cancel
         step = self.context.n_batch
-        for start in range(0, len(tokens), step):
-            cancel.raise_if_cancelled()
-            end = min(start + step, len(tokens))
-            self._decode(tokens[start:end], positions[start:end], want_logits=end == len(tokens))
-            yield end, len(tokens)
+        with self._abort_on(cancel):
+            for start in range(0, len(tokens), step):
+                cancel.raise_if_cancelled()
+                end = min(start + step, len(tokens))
+                self._decode(tokens[start:end], positions[start:end], want_logits=end == len(tokens))
+                yield end, len(tokens)
         return self.context.last_logits()
+
+    @contextmanager
+    def _abort_on(self, cancel: CancelToken):
+        """llama.cpp's abort hook follows this token for the block, then no token at all."""
+        self.context.cancel = cancel
+        try:
+            yield
+        finally:
+            self.context.cancel = NEVER
 
     def generate(self, first_logits: np.ndarray, next_position: int, max_new_tokens: int,
                  cancel: CancelToken = NEVER) -> Iterator[GeneratedToken]:
@@ -71,7 +81,8 @@ class TargetRuntime:
             if i + 1 == max_new_tokens or position >= self.context.n_ctx:
                 return
             cancel.raise_if_cancelled()
-            self._decode(np.array([token], dtype=np.int32), np.array([position], dtype=np.int32), True)
+            with self._abort_on(cancel):
+                self._decode(np.array([token], dtype=np.int32), np.array([position], dtype=np.int32), True)
             token = int(np.argmax(self.context.last_logits()))
             position += 1
 

@@ -1,0 +1,323 @@
+"""The whole pipeline (Engine.load, Engine.stream) on a tiny random target/draft GGUF pair."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.cancel import CancelToken
+from engine.draft.loader import dequantized_dir
+from engine.errors import Cancelled, ContextOverflowError, ModelError
+from engine.events import Notice, Progress, RunFinished, SelectionMade, StageChanged, TokenGenerated
+from engine.pipeline import Engine
+from engine.settings import ModelSettings, RunSettings
+from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab, write_tiny_pair
+
+DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
+QUESTION = "Which item is the green stone?"
+STAGE_ORDER = ["tokenizing", "draft", "select", "prefill", "generating", "done"]
+MAX_NEW = 6
+
+
+def spec_settings(**overrides) -> RunSettings:
+    values = dict(force=True, keep=0.25, chunk_size=8, max_new_tokens=MAX_NEW)
+    values.update(overrides)
+    return RunSettings(**values)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return write_tiny_pair(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def cache_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("xdg-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="module")
+def engine(pair, cache_home):
+    target, draft = pair
+    loaded = Engine.load(ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1))
+    yield loaded
+    loaded.close()
+
+
+@pytest.fixture
+def recorder(engine, monkeypatch):
+    """Records what the target is asked to prefill and where generation starts."""
+    calls = {"prefill": [], "generate": []}
+    iter_prefill, generate = engine.runtime.iter_prefill, engine.runtime.generate
+
+    def spy_prefill(tokens, positions, cancel):
+        calls["prefill"].append((np.array(tokens), np.array(positions)))
+        return (yield from iter_prefill(tokens, positions, cancel))
+
+    def spy_generate(first_logits, next_position, max_new_tokens, cancel):
+        calls["generate"].append(next_position)
+        return generate(first_logits, next_position, max_new_tokens, cancel)
+
+    monkeypatch.setattr(engine.runtime, "iter_prefill", spy_prefill)
+    monkeypatch.setattr(engine.runtime, "generate", spy_generate)
+    return calls
+
+
+def finished(events, run):
+    results = [e.result for e in events if isinstance(e, RunFinished) and e.run == run]
+    assert len(results) == 1
+    return results[0]
+
+
+def selection_of(events):
+    made = [e.selection for e in events if isinstance(e, SelectionMade)]
+    assert len(made) == 1
+    return made[0]
+
+
+def check_run_order(events, run, stages):
+    """Stages in order; Progress inside its stage and monotonic; tokens while generating; RunFinished last."""
+    mine = [e for e in events if getattr(e, "run", None) == run]
+    assert isinstance(mine[-1], RunFinished)
+    seen_stages = [e.stage for e in mine if isinstance(e, StageChanged)]
+    assert seen_stages == stages
+    current, last_done, token_index = None, {}, 0
+    for event in mine[:-1]:
+        if isinstance(event, StageChanged):
+            current = event.stage
+        elif isinstance(event, Progress):
+            assert event.stage == current
+            assert 0 < event.done <= event.total
+            assert event.done > last_done.get(event.stage, 0)
+            last_done[event.stage] = event.done
+        elif isinstance(event, TokenGenerated):
+            assert current == "generating"
+            assert event.index == token_index
+            token_index += 1
+        elif isinstance(event, SelectionMade):
+            assert current == "done"
+    result = mine[-1].result
+    assert token_index == result.generated_tokens
+    return mine
+
+
+# -- loading ------------------------------------------------------------------------
+
+def test_engine_loads_both_models(engine, pair, cache_home):
+    target, draft = pair
+    info = engine.info
+    assert info.target_name == target.name and info.draft_name == draft.name
+    assert info.positions_supported is True
+    assert info.n_ctx == 512
+    assert info.device == "cpu"
+    assert info.draft_memory_bytes > 0
+    # The dequantized draft went into the cache dir XDG_CACHE_HOME points at.
+    cached = dequantized_dir(draft)
+    assert cached.is_relative_to(cache_home)
+    assert (cached / "config.json").is_file()
+    assert engine.scorer.eos_ids, "the draft's end-of-turn id is known"
+
+
+def test_a_draft_with_another_vocabulary_is_refused(pair, cache_home, tmp_path):
+    target, _draft = pair
+    other = write_tiny_gguf_other_vocab(tmp_path / "other-vocab.gguf")
+    with pytest.raises(ModelError) as err:
+        Engine.load(ModelSettings(target_path=target, draft_path=other, n_ctx=512, n_batch=64, n_threads=1))
+    message = str(err.value)
+    assert "other-vocab.gguf" in message and target.name in message
+    assert "vocabular" in message
+
+
+def test_a_missing_model_is_a_model_error(pair, cache_home, tmp_path):
+    target, _draft = pair
+    with pytest.raises(ModelError, match="draft model not found"):
+        Engine.load(ModelSettings(target_path=target, draft_path=tmp_path / "nope.gguf", n_threads=1))
+
+
+# -- both runs ------------------------------------------------------------------------
+
+def test_both_mode_streams_baseline_then_spec_in_order(engine, recorder):
+    events = list(engine.stream(DOCUMENT, QUESTION, "both", spec_settings()))
+    runs = [e.run for e in events]
+    first_spec = runs.index("spec")
+    assert set(runs[:first_spec]) == {"baseline"} and set(runs[first_spec:]) == {"spec"}
+
+    baseline_events = check_run_order(events, "baseline", ["tokenizing", "prefill", "generating", "done"])
+    spec_events = check_run_order(events, "spec", STAGE_ORDER)
+    assert not any(isinstance(e, SelectionMade) for e in baseline_events)
+    assert any(isinstance(e, Progress) and e.stage == "draft" for e in spec_events)
+    assert isinstance(spec_events[-2], SelectionMade)
+    for run_events in (baseline_events, spec_events):
+        prefill = [e for e in run_events if isinstance(e, Progress) and e.stage == "prefill"]
+        assert prefill and prefill[-1].done == prefill[-1].total
+
+    baseline, spec = finished(events, "baseline"), finished(events, "spec")
+    assert baseline.prompt_tokens == spec.prompt_tokens > 200
+    assert baseline.prefill_tokens == baseline.prompt_tokens
+    assert baseline.positions == "contiguous" and not baseline.bypassed
+    assert spec.prefill_tokens < spec.prompt_tokens
+    assert baseline.generated_tokens == spec.generated_tokens == MAX_NEW
+    assert baseline.stop_reason == spec.stop_reason == "max_new_tokens"
+    assert baseline.ttft_s > 0 and spec.ttft_s > 0 and spec.draft_s > 0
+    streamed = "".join(e.text for e in events if isinstance(e, TokenGenerated) and e.run == "baseline")
+    assert baseline.answer == streamed.strip()
+
+    # The baseline prefilled every prompt token at contiguous positions, then generated after them.
+    (b_tokens, b_positions), (s_tokens, s_positions) = recorder["prefill"]
+    assert len(b_tokens) == baseline.prompt_tokens
+    np.testing.assert_array_equal(b_positions, np.arange(baseline.prompt_tokens))
+    assert recorder["generate"][0] == baseline.prompt_tokens
+    assert len(s_tokens) == spec.prefill_tokens
+
+
+def test_spec_keeps_the_asked_fraction_in_chunks(engine):
+    settings = spec_settings()
+    events = list(engine.stream(DOCUMENT, QUESTION, "spec", settings))
+    result, selection = finished(events, "spec"), selection_of(events)
+    n = result.prompt_tokens
+    n_chunks = math.ceil(n / settings.chunk_size)
+    assert selection.chunk_size == settings.chunk_size
+    assert selection.chunk_starts == list(range(0, n, settings.chunk_size))
+    assert len(selection.chunk_scores) == n_chunks
+    assert len(selection.kept_chunks) == max(math.ceil(settings.keep * n_chunks), len(selection.protected_chunks))
+    assert selection.kept_chunks == sorted(set(selection.kept_chunks))
+
+    kept_tokens = sum(min(settings.chunk_size, n - selection.chunk_starts[c]) for c in selection.kept_chunks)
+    assert result.prefill_tokens == kept_tokens
+    assert result.kept_fraction == pytest.approx(kept_tokens / n)
+    assert abs(result.kept_fraction - settings.keep) <= settings.chunk_size / n
+    assert not result.bypassed and result.bypass_reason == ""
+
+
+def test_the_protected_head_and_question_tail_are_always_kept(engine):
+    # keep=0.05 asks for fewer chunks than are protected: the protected ones still win.
+    for keep in (0.05, 0.25):
+        events = list(engine.stream(DOCUMENT, QUESTION, "spec", spec_settings(keep=keep)))
+        selection = selection_of(events)
+        n_chunks = len(selection.chunk_starts)
+        assert 0 in selection.kept_chunks and n_chunks - 1 in selection.kept_chunks
+        assert set(selection.protected_chunks) <= set(selection.kept_chunks)
+        # Every token of the question tail (after the document's text) sits in a kept chunk.
+        doc_end = selection.doc_char_span[1]
+        tail_tokens = [i for i, off in enumerate(selection.token_char_offsets) if off >= doc_end]
+        assert tail_tokens
+        assert {i // selection.chunk_size for i in tail_tokens} <= set(selection.kept_chunks)
+    assert set(selection.kept_chunks) > set(selection.protected_chunks)  # keep=0.25 adds document chunks
+
+
+def test_auto_positions_restore_the_original_positions(engine, recorder):
+    settings = spec_settings(positions="auto")
+    events = list(engine.stream(DOCUMENT, QUESTION, "spec", settings))
+    result, selection = finished(events, "spec"), selection_of(events)
+    assert engine.resolve_positions("auto") == "restore"
+    assert result.positions == "restore"
+
+    prompt = engine.prepare(DOCUMENT, QUESTION, settings)
+    kept_idx = np.concatenate([np.arange(s, min(s + settings.chunk_size, prompt.n_tokens))
+                               for s in (selection.chunk_starts[c] for c in selection.kept_chunks)])
+    [(tokens, positions)] = recorder["prefill"]
+    np.testing.assert_array_equal(positions, kept_idx)
+    np.testing.assert_array_equal(tokens, prompt.tokens[kept_idx])
+    assert np.any(np.diff(positions) > 1), "the kept tokens have gaps between them"
+    assert recorder["generate"] == [prompt.n_tokens]
+
+
+def test_renumber_positions_are_contiguous(engine, recorder):
+    events = list(engine.stream(DOCUMENT, QUESTION, "spec", spec_settings(positions="renumber")))
+    result = finished(events, "spec")
+    assert result.positions == "renumber"
+    [(tokens, positions)] = recorder["prefill"]
+    assert len(tokens) == result.prefill_tokens < result.prompt_tokens
+    np.testing.assert_array_equal(positions, np.arange(result.prefill_tokens))
+    assert recorder["generate"] == [result.prefill_tokens]
+    assert result.generated_tokens == MAX_NEW
+
+
+def test_restore_and_renumber_prefill_the_same_tokens(engine, recorder):
+    list(engine.stream(DOCUMENT, QUESTION, "spec", spec_settings(positions="restore")))
+    list(engine.stream(DOCUMENT, QUESTION, "spec", spec_settings(positions="renumber")))
+    (restore_tokens, restore_pos), (renumber_tokens, renumber_pos) = recorder["prefill"]
+    np.testing.assert_array_equal(restore_tokens, renumber_tokens)
+    assert not np.array_equal(restore_pos, renumber_pos)
+
+
+def test_runs_are_deterministic(engine):
+    first = list(engine.stream(DOCUMENT, QUESTION, "both", spec_settings()))
+    second = list(engine.stream(DOCUMENT, QUESTION, "both", spec_settings()))
+    for run in ("baseline", "spec"):
+        assert finished(first, run).answer == finished(second, run).answer
+    assert selection_of(first).kept_chunks == selection_of(second).kept_chunks
+
+
+def test_below_min_tokens_the_spec_run_is_bypassed(engine):
+    settings = RunSettings(max_new_tokens=MAX_NEW)  # min_tokens 4096, force off
+    events = list(engine.stream(DOCUMENT, QUESTION, "spec", settings))
+    result = finished(events, "spec")
+    assert result.prompt_tokens < settings.min_tokens
+    assert result.bypassed is True
+    assert str(settings.min_tokens) in result.bypass_reason
+    assert result.prefill_tokens == result.prompt_tokens
+    assert result.kept_fraction == 1.0
+    notices = [e for e in events if isinstance(e, Notice)]
+    assert len(notices) == 1 and notices[0].run == "spec" and "bypass" in notices[0].message
+    assert not any(isinstance(e, SelectionMade) for e in events)
+    assert not any(isinstance(e, StageChanged) and e.stage == "draft" for e in events)
+
+
+# -- failures --------------------------------------------------------------------------
+
+def test_a_prompt_longer_than_the_context_is_refused_with_the_numbers(engine):
+    long_document = DOCUMENT * 4
+    settings = spec_settings()
+    n = engine.prepare(long_document, QUESTION, settings).n_tokens
+    assert n > 512
+    with pytest.raises(ContextOverflowError) as err:
+        list(engine.stream(long_document, QUESTION, "both", settings))
+    message = str(err.value)
+    assert f"{n} tokens" in message
+    assert str(n + MAX_NEW) in message
+    assert "512" in message
+
+
+def test_room_for_the_answer_counts_against_the_context(engine):
+    n = engine.prepare(DOCUMENT, QUESTION, spec_settings()).n_tokens
+    with pytest.raises(ContextOverflowError, match=str(n)):
+        list(engine.stream(DOCUMENT, QUESTION, "baseline", spec_settings(max_new_tokens=512 - n + 1)))
+    fits = list(engine.stream(DOCUMENT, QUESTION, "baseline", spec_settings(max_new_tokens=512 - n)))
+    assert finished(fits, "baseline").prompt_tokens == n
+
+
+def test_an_empty_question_is_refused(engine):
+    with pytest.raises(ValueError):
+        list(engine.stream(DOCUMENT, "   ", "both", spec_settings()))
+
+
+def test_cancel_during_draft_scoring_then_the_next_run_works(engine):
+    token = CancelToken()
+    seen = []
+    with pytest.raises(Cancelled):
+        for event in engine.stream(DOCUMENT, QUESTION, "spec", spec_settings(), cancel=token):
+            seen.append(event)
+            if isinstance(event, Progress) and event.stage == "draft":
+                token.cancel()
+    assert any(isinstance(e, Progress) and e.stage == "draft" for e in seen)
+    assert not any(isinstance(e, (TokenGenerated, RunFinished, SelectionMade)) for e in seen)
+    assert not any(isinstance(e, StageChanged) and e.stage == "prefill" for e in seen)
+
+    events = list(engine.stream(DOCUMENT, QUESTION, "both", spec_settings()))
+    assert finished(events, "spec").generated_tokens == MAX_NEW
+    assert finished(events, "baseline").generated_tokens == MAX_NEW
+
+
+def test_cancel_during_target_prefill(engine):
+    token = CancelToken()
+    with pytest.raises(Cancelled):
+        for event in engine.stream(DOCUMENT, QUESTION, "baseline", spec_settings(), cancel=token):
+            if isinstance(event, Progress) and event.stage == "prefill":
+                token.cancel()
+    events = list(engine.stream(DOCUMENT, QUESTION, "baseline", spec_settings()))
+    assert finished(events, "baseline").generated_tokens == MAX_NEW
