@@ -108,7 +108,7 @@ class Engine:
             cancel.raise_if_cancelled()
             if progress:
                 progress(1, 3, f"loading draft {draft_name}")
-            draft = load_draft_model(draft_path, device, ATTN_IMPL)
+            draft = load_draft_model(draft_path, device, ATTN_IMPL, settings.draft_quant)
             cancel.raise_if_cancelled()
             if progress:
                 progress(2, 3, "probing position support")

@@ -9,6 +9,7 @@ from typing import Literal
 PositionMode = Literal["auto", "restore", "renumber"]
 RunMode = Literal["baseline", "spec", "both"]
 Device = Literal["auto", "cuda", "cpu"]
+DraftQuant = Literal["none", "int8"]
 
 
 @dataclass
@@ -18,6 +19,7 @@ class ModelSettings:
     target_path: Path | None = None
     draft_path: Path | None = None  # a GGUF file or a transformers model directory
     device: Device = "auto"
+    draft_quant: DraftQuant = "none"  # "int8": dynamic int8 Linear layers on CPU (fbgemm)
     n_threads: int | None = None  # None: physical cores
     n_ctx: int = 32768
     n_batch: int = 512

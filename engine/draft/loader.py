@@ -90,7 +90,7 @@ def ensure_dequantized(gguf_path: Path) -> Path:
     return _dequantize_to_cache(gguf_path)
 
 
-def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str):
+def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str, quant: str = "none"):
     """A transformers causal LM from a GGUF file (via the dequantized cache) or a model directory."""
     from transformers import AutoModelForCausalLM
 
@@ -104,7 +104,19 @@ def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str):
                                                      attn_implementation=attn_implementation)
     except Exception as exc:
         raise ModelError(f"could not load draft model from {source}: {exc}") from exc
-    return model.to(device.device).eval()
+    model = model.to(device.device).eval()
+    if quant == "int8" and device.device.type == "cpu":
+        model = quantize_int8(model)
+    return model
+
+
+def quantize_int8(model):
+    """Dynamic int8 Linear layers (fbgemm on AVX2): about 2x faster draft scoring on CPU."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's deprecation notices are not for our users
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
 
 
 def draft_eos_ids(model) -> set[int]:
