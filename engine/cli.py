@@ -238,8 +238,49 @@ def _bench_line(r) -> str:
             f" | draft mem {r.draft_peak_mem_bytes / 2**20:.0f} MiB")
 
 
+# -- calibrate / estimate ------------------------------------------------------
+SAMPLE_DOC = Path(__file__).resolve().parents[1] / "resources" / "sample" / "sample.md"
+
+
+def cmd_calibrate(args, cancel: CancelToken) -> int:
+    from engine import costmodel
+    from engine.ingest import load_document
+
+    document = load_document(args.doc, cancel=cancel)
+    engine = load_engine(args, quiet=args.json)
+    model = None
+    for item in costmodel.calibrate(engine, document.text, args.lengths, cancel=cancel):
+        if isinstance(item, costmodel.CostModel):
+            model = item
+        elif not args.json:
+            role, n, seconds = item
+            print(f"[calibrate] {role:6} {n:>6} tokens: {seconds:6.2f}s ({n / seconds:5.0f} tok/s)",
+                  file=sys.stderr, flush=True)
+    model.machine.update(draft_quant=args.draft_quant, threads=args.threads)
+    path = costmodel.save(model)
+    if args.json:
+        print(json.dumps({"path": str(path), **model.to_json()}, indent=2))
+    else:
+        print(f"calibration saved to {path}")
+    return 0
+
+
+def cmd_estimate(args, cancel: CancelToken) -> int:
+    from engine import costmodel
+
+    estimate = costmodel.require().estimate(args.tokens, args.keep)
+    if args.json:
+        print(json.dumps(estimate, indent=2))
+    else:
+        print(f"{args.tokens} tokens, keep {args.keep}: baseline {estimate['baseline_ttft_s']:.1f}s, "
+              f"SpecPrefill {estimate['spec_ttft_s']:.1f}s (draft {estimate['draft_s']:.1f}s + target "
+              f"{estimate['target_prefill_s']:.1f}s), speed-up {estimate['speedup']:.2f}x")
+    return 0
+
+
 # -- parser ------------------------------------------------------------------
-COMMANDS: dict[str, Callable] = {"run": cmd_run, "models": cmd_models, "bench": cmd_bench}
+COMMANDS: dict[str, Callable] = {"run": cmd_run, "models": cmd_models, "bench": cmd_bench,
+                                 "calibrate": cmd_calibrate, "estimate": cmd_estimate}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -271,6 +312,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_args(bench)
     add_model_args(bench)
     bench.set_defaults(max_new_tokens=16)
+
+    cal = sub.add_parser("calibrate", help="measure this machine's draft and target speed; store a cost model")
+    cal.add_argument("--doc", type=Path, default=SAMPLE_DOC, help="text to time on (default: bundled sample)")
+    cal.add_argument("--lengths", type=int_list, default=[1024, 2048, 4096])
+    cal.add_argument("--json", action="store_true")
+    add_model_args(cal)
+
+    est = sub.add_parser("estimate", help="predict baseline and SpecPrefill TTFT from the calibration")
+    est.add_argument("--tokens", type=int, required=True)
+    est.add_argument("--keep", type=keep_fraction, default=0.2)
+    est.add_argument("--json", action="store_true")
     return parser
 
 

@@ -13,7 +13,7 @@ from engine.errors import Cancelled, ContextOverflowError, ModelError
 from engine.events import Notice, Progress, RunFinished, SelectionMade, StageChanged, TokenGenerated
 from engine.pipeline import Engine
 from engine.settings import ModelSettings, RunSettings
-from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab, write_tiny_pair
+from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab
 
 DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
 QUESTION = "Which item is the green stone?"
@@ -25,27 +25,6 @@ def spec_settings(**overrides) -> RunSettings:
     values = dict(force=True, keep=0.25, chunk_size=8, max_new_tokens=MAX_NEW)
     values.update(overrides)
     return RunSettings(**values)
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    return write_tiny_pair(tmp_path_factory.mktemp("models"))
-
-
-@pytest.fixture(scope="module")
-def cache_home(tmp_path_factory):
-    home = tmp_path_factory.mktemp("xdg-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(home))
-        yield home
-
-
-@pytest.fixture(scope="module")
-def engine(pair, cache_home):
-    target, draft = pair
-    loaded = Engine.load(ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1))
-    yield loaded
-    loaded.close()
 
 
 @pytest.fixture

@@ -1,0 +1,143 @@
+"""The local speed calculator: a fitted cost model of this machine's draft and target.
+
+`calibrate` times the target's prefill and the draft's scoring at a few prompt lengths
+and fits seconds = c + a*n + b*n^2 to each (the n^2 term is attention). `estimate`
+predicts baseline and SpecPrefill TTFT from the fit, with no model loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.atomic import write_text_atomic
+from engine.cancel import NEVER, CancelToken
+from engine.errors import SpecPrefillError
+from engine.paths import calibration_path
+from engine.steps import run_to_end
+
+
+@dataclass(frozen=True)
+class Quadratic:
+    c: float
+    a: float
+    b: float
+
+    def __call__(self, n: float) -> float:
+        return self.c + self.a * n + self.b * n * n
+
+
+def fit_quadratic(ns: list[int], seconds: list[float]) -> Quadratic:
+    """Least squares with non-negative coefficients (drop a term that fits negative, refit)."""
+    x = np.asarray(ns, dtype=np.float64)
+    y = np.asarray(seconds, dtype=np.float64)
+    columns = {"c": np.ones_like(x), "a": x, "b": x * x}
+    active = list(columns)
+    while True:
+        design = np.stack([columns[k] for k in active], axis=1)
+        coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+        fitted = dict(zip(active, coef))
+        negative = [k for k in active if fitted[k] < 0]
+        if not negative or len(active) == 1:
+            break
+        active.remove(min(negative, key=lambda k: fitted[k]))
+    return Quadratic(**{k: max(0.0, float(fitted.get(k, 0.0))) for k in columns})
+
+
+@dataclass
+class CostModel:
+    target_prefill: Quadratic
+    draft: Quadratic
+    chunk_size: int = 32
+    measurements: dict = field(default_factory=dict)
+    machine: dict = field(default_factory=dict)
+
+    def kept_tokens(self, n_tokens: int, keep: float) -> int:
+        n_chunks = math.ceil(n_tokens / self.chunk_size)
+        return min(n_tokens, math.ceil(keep * n_chunks) * self.chunk_size)
+
+    def baseline_ttft(self, n_tokens: int) -> float:
+        return self.target_prefill(n_tokens)
+
+    def spec_ttft(self, n_tokens: int, keep: float) -> float:
+        return self.draft(n_tokens) + self.target_prefill(self.kept_tokens(n_tokens, keep))
+
+    def estimate(self, n_tokens: int, keep: float) -> dict:
+        base, spec = self.baseline_ttft(n_tokens), self.spec_ttft(n_tokens, keep)
+        return {"tokens": n_tokens, "keep": keep, "baseline_ttft_s": base, "spec_ttft_s": spec,
+                "draft_s": self.draft(n_tokens), "target_prefill_s": spec - self.draft(n_tokens),
+                "speedup": base / spec if spec > 0 else 0.0}
+
+    def pays_off(self, n_tokens: int, keep: float, margin: float = 1.05) -> bool:
+        """Auto-bypass rule: run SpecPrefill only where it is predicted to win by `margin`."""
+        return self.baseline_ttft(n_tokens) >= margin * self.spec_ttft(n_tokens, keep)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> CostModel:
+        return cls(target_prefill=Quadratic(**data["target_prefill"]), draft=Quadratic(**data["draft"]),
+                   chunk_size=data.get("chunk_size", 32), measurements=data.get("measurements", {}),
+                   machine=data.get("machine", {}))
+
+
+def save(model: CostModel, path: Path | None = None) -> Path:
+    path = path or calibration_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(model.to_json(), indent=2))
+    return path
+
+
+def load(path: Path | None = None) -> CostModel | None:
+    path = path or calibration_path()
+    try:
+        return CostModel.from_json(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SpecPrefillError(f"{path} is not a valid calibration file ({exc}); run `specprefill calibrate`")
+
+
+def require(path: Path | None = None) -> CostModel:
+    model = load(path)
+    if model is None:
+        raise SpecPrefillError("this machine is not calibrated yet: run `specprefill calibrate` first")
+    return model
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def calibrate(engine, text: str, lengths: list[int], lookahead: int = 8, kernel: int = 13,
+              cancel: CancelToken = NEVER) -> Iterator[tuple[str, int, float] | CostModel]:
+    """Yields ("target"|"draft", n, seconds) per measurement, then the fitted CostModel."""
+    model = engine.runtime.model
+    tokens = model.tokenize(text, parse_special=False)
+    if not tokens:
+        raise SpecPrefillError("the calibration document has no text")
+    tokens = (tokens * (max(lengths) // len(tokens) + 1))[: max(lengths)]
+    measured: dict[str, dict[int, float]] = {"target": {}, "draft": {}}
+    for n in lengths:
+        ids = np.asarray(tokens[:n], dtype=np.int32)
+        positions = np.arange(n, dtype=np.int32)
+        measured["target"][n] = _timed(lambda: engine.runtime.prefill(ids, positions, cancel))
+        yield "target", n, measured["target"][n]
+        measured["draft"][n] = _timed(lambda: run_to_end(
+            engine.scorer.iter_score(ids.tolist(), lookahead, kernel, cancel)))
+        yield "draft", n, measured["draft"][n]
+    fits = {role: fit_quadratic(list(m), list(m.values())) for role, m in measured.items()}
+    info = engine.info
+    yield CostModel(target_prefill=fits["target"], draft=fits["draft"],
+                    measurements={role: {str(n): s for n, s in m.items()} for role, m in measured.items()},
+                    machine={"target": str(info.target_path), "draft": str(info.draft_path),
+                             "device": info.device, "date": time.strftime("%Y-%m-%d %H:%M:%S")})

@@ -1,0 +1,128 @@
+"""Run panes follow events; the comparison bar shows speed-up and agreement; answers can be compared."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.events import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
+from engine.metrics import answer_agreement
+from engine.settings import RunSettings
+from desktop.answer_diff import AnswerCompareView, word_diff
+from desktop.comparison_bar import ComparisonBar
+from desktop.run_pane import RunPane
+from tests.gui.conftest import build_prompt, make_selection
+
+
+def result(run="spec", answer="Paris is the capital.", ttft=1.0, **extra) -> RunResult:
+    fields = dict(
+        run=run, answer=answer, prompt_tokens=8000, prefill_tokens=1600, ttft_s=ttft, decode_tok_s=37.5,
+        generated_tokens=5, tokenize_s=0.02, target_prefill_s=0.8, kept_fraction=0.2, positions="restore",
+    )
+    fields.update(extra)
+    return RunResult(**fields)
+
+
+@pytest.fixture
+def spec_pane(qtbot) -> RunPane:
+    pane = RunPane("spec", "SpecPrefill")
+    qtbot.addWidget(pane)
+    pane.begin(max_new_tokens=10)
+    return pane
+
+
+def test_pane_follows_a_spec_run_from_stage_to_result(spec_pane):
+    pane = spec_pane
+    pane.apply(StageChanged("spec", "draft"))
+    assert pane.status.text().startswith("Draft scoring")
+    pane.apply(Progress("spec", "draft", 512, 8000))
+    assert pane.status.text() == "Draft scoring 512 of 8,000 tokens"
+    assert (pane.progress.value(), pane.progress.maximum()) == (512, 8000)
+    prompt, span = build_prompt("x" * 400, "q")
+    pane.apply(SelectionMade("spec", make_selection(prompt, span, RunSettings(keep=0.5, chunk_size=4))))
+    assert "chunks" in pane.kept.text()
+    pane.apply(Progress("spec", "prefill", 800, 1600))
+    assert pane.status.text() == "Prefill 800 of 1,600 tokens"
+    pane.apply(StageChanged("spec", "generating"))
+    assert pane.ttft.text() == "—"
+    pane.apply(TokenGenerated("spec", "Paris", 0))
+    assert pane.ttft.text() != "—"  # a provisional, measured TTFT as soon as the first token shows
+    pane.apply(TokenGenerated("spec", " is", 1))
+    assert pane.answer.toPlainText() == "Paris is"
+    assert pane.status.text() == "Generating: 2 tokens"
+    assert pane.progress.value() == 2
+    pane.apply(RunFinished("spec", result(ttft=1.25)))
+    assert pane.ttft.text() == "1.25 s"
+    assert pane.prefilled.text() == "1,600 of 8,000"
+    assert pane.decode.text() == "37.5 tok/s"
+    assert pane.kept.text() == "20% of 8,000 tokens"
+    assert pane.positions.text().startswith("restore")
+    assert pane.answer.toPlainText() == "Paris is the capital."
+    assert pane.notice.isHidden()
+
+
+def test_bypassed_spec_run_says_so_clearly(spec_pane):
+    spec_pane.apply(RunFinished("spec", result(bypassed=True, bypass_reason="1,200 tokens < 4,096", kept_fraction=1.0)))
+    assert not spec_pane.notice.isHidden()
+    assert "bypassed (below threshold)" in spec_pane.notice.text()
+    assert "1,200 tokens" in spec_pane.notice.text()
+    assert spec_pane.kept.text() == "100% (bypassed)"
+
+
+def test_run_notices_and_cancel_and_failure_show_in_the_pane(spec_pane):
+    spec_pane.apply(Notice("spec", "restore unsupported: renumbering"))
+    assert "renumbering" in spec_pane.notice.text()
+    spec_pane.mark_cancelled()
+    assert spec_pane.status.text() == "Cancelled"
+    spec_pane.begin(10)
+    assert spec_pane.notice.isHidden() and spec_pane.answer.toPlainText() == ""
+    spec_pane.mark_failed("context overflow")
+    assert spec_pane.status.text() == "Failed: context overflow"
+
+
+def test_baseline_pane_has_no_spec_fields(qtbot):
+    pane = RunPane("baseline", "Full prefill")
+    qtbot.addWidget(pane)
+    pane.apply(RunFinished("baseline", result(run="baseline", prefill_tokens=8000, kept_fraction=1.0)))
+    assert pane.kept.text() == "—"
+    assert pane.prefilled.text() == "8,000 of 8,000"
+
+
+def test_comparison_shows_speedup_and_agreement(qtbot):
+    bar = ComparisonBar()
+    qtbot.addWidget(bar)
+    assert bar.speedup.text() == "Speed-up: —"
+    assert not bar.compare_button.isEnabled()
+    base = result(run="baseline", answer="The parser retries failed requests three times.", ttft=4.0)
+    spec = result(answer="The parser retries requests three times.", ttft=1.0)
+    bar.show_results(base, spec)
+    assert bar.speedup.text().startswith("Speed-up: 4.00×")
+    assert "4.00 s → 1.00 s" in bar.speedup.text()
+    expected = round(answer_agreement(base.answer, spec.answer) * 100)
+    assert 0 < expected < 100
+    assert bar.agreement.text() == f"Answer agreement: {expected}% (ROUGE-L)"
+    assert bar.compare_button.isEnabled()
+    bar.show_results(base, None)
+    assert bar.agreement.text() == "Answer agreement: —"
+
+
+def test_word_diff_marks_words_only_in_one_answer():
+    parts = word_diff("retries failed requests", "retries requests")
+    assert ("baseline", "failed ") in parts or ("baseline", "failed") in parts
+    assert all(op != "spec" for op, _ in parts)
+    joined_baseline = "".join(text for op, text in parts if op in ("same", "baseline"))
+    joined_spec = "".join(text for op, text in parts if op in ("same", "spec"))
+    assert (joined_baseline, joined_spec) == ("retries failed requests", "retries requests")
+
+
+def test_answer_view_toggles_between_the_answers(qtbot):
+    view = AnswerCompareView()
+    qtbot.addWidget(view)
+    view.set_answers("alpha beta", "alpha gamma")
+    assert view.mode == "diff"
+    assert "gamma" in view.browser.toPlainText() and "beta" in view.browser.toPlainText()
+    view.toggle()
+    assert (view.mode, view.browser.toPlainText()) == ("baseline", "alpha beta")
+    view.toggle()
+    assert (view.mode, view.browser.toPlainText()) == ("spec", "alpha gamma")
+    view.buttons["diff"].click()
+    assert view.mode == "diff"

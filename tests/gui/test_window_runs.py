@@ -1,0 +1,261 @@
+"""Runs from the main window: buttons, controls, live panes, comparison, heatmap, cancel, errors."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtCore import QTimer
+
+from desktop.question_bar import PRESETS
+from tests.gui.conftest import BASELINE_ANSWER, SPEC_ANSWER, wait_run_done
+
+
+def test_compare_fills_both_panes_the_comparison_and_the_heatmap(loaded_window, qtbot, engine_factory):
+    window = loaded_window
+    window.controls.compare_button.click()
+    assert window.runs.is_active
+    wait_run_done(qtbot, window)
+    request = engine_factory.engine.requests[-1]
+    assert (request["mode"], request["question"]) == ("both", "Summarize this document")
+    assert window.baseline_pane.ttft.text() == "4.00 s"
+    assert window.spec_pane.ttft.text() == "1.00 s"
+    assert window.baseline_pane.answer.toPlainText() == BASELINE_ANSWER
+    assert window.spec_pane.answer.toPlainText() == SPEC_ANSWER
+    assert window.spec_pane.status.text().startswith("Done")
+    assert window.comparison.speedup.text().startswith("Speed-up: 4.00×")
+    assert window.comparison.agreement.text().endswith("% (ROUGE-L)")
+    assert window.kept_view.spans, "the heatmap got no selection"
+    assert window.kept_view.highlighted_ranges() == window.kept_view.kept_ranges()
+    window.comparison.compare_button.click()
+    assert window.tabs.currentWidget() is window.answers
+    assert "failed" in window.answers.browser.toPlainText()  # the word only the baseline said
+
+
+@pytest.mark.parametrize(("button", "mode", "touched", "untouched"), [
+    ("baseline_button", "baseline", "baseline_pane", "spec_pane"),
+    ("spec_button", "spec", "spec_pane", "baseline_pane"),
+])
+def test_single_run_buttons_run_one_mode(loaded_window, qtbot, engine_factory, button, mode, touched, untouched):
+    window = loaded_window
+    getattr(window.controls, button).click()
+    wait_run_done(qtbot, window)
+    assert engine_factory.engine.requests[-1]["mode"] == mode
+    assert getattr(window, touched).result is not None
+    assert getattr(window, untouched).result is None
+    assert getattr(window, untouched).status.text() == "Idle"
+    assert window.comparison.speedup.text() == "Speed-up: —"
+
+
+def test_keep_slider_and_position_mode_reach_the_engine(loaded_window, qtbot, engine_factory):
+    window = loaded_window
+    window.controls.keep_slider.setValue(35)
+    assert window.controls.keep_label.text() == "35%"
+    window.controls.positions.setCurrentIndex(window.controls.positions.findData("renumber"))
+    window.controls.spec_button.click()
+    wait_run_done(qtbot, window)
+    settings = engine_factory.engine.requests[-1]["settings"]
+    assert (settings.keep, settings.positions) == (0.35, "renumber")
+    assert window.spec_pane.positions.text().startswith("renumber")
+    # Both are remembered for the next session.
+    assert (window.store.keep_percent(), window.store.position_mode()) == (35, "renumber")
+
+
+def test_keep_slider_is_bounded_to_5_to_90_percent(window):
+    slider = window.controls.keep_slider
+    assert (slider.minimum(), slider.maximum(), slider.value()) == (5, 90, 20)
+    slider.setValue(99)
+    assert slider.value() == 90
+
+
+def test_settings_dialog_chunk_size_and_lookahead_reach_the_engine(loaded_window, qtbot, engine_factory):
+    window = loaded_window
+    from desktop.settings_store import RunPreferences
+
+    window.store.save_run_preferences(RunPreferences(chunk_size=16, lookahead=4))
+    window.controls.spec_button.click()
+    wait_run_done(qtbot, window)
+    settings = engine_factory.engine.requests[-1]["settings"]
+    assert (settings.chunk_size, settings.lookahead) == (16, 4)
+
+
+def test_never_two_runs_at_once(loaded_window, qtbot, engine_factory, fake_config):
+    fake_config.draft_step_s = 0.03
+    window = loaded_window
+    window.controls.compare_button.click()
+    assert all(not b.isEnabled() for b in window.controls.run_buttons)
+    assert window.controls.cancel_button.isEnabled()
+    assert not window.open_file_action.isEnabled()
+    assert window.start_run("spec") is False
+    wait_run_done(qtbot, window)
+    assert len(engine_factory.engine.requests) == 1
+    assert all(b.isEnabled() for b in window.controls.run_buttons)
+    assert not window.controls.cancel_button.isEnabled()
+
+
+def test_event_loop_stays_responsive_during_a_run(loaded_window, qtbot, fake_config):
+    fake_config.draft_steps, fake_config.draft_step_s = 20, 0.02  # about 0.4 s of draft scoring
+    window = loaded_window
+    ticks = []
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.append(time.monotonic()))
+    timer.start()
+    started = time.monotonic()
+    ticks.append(started)  # a click that blocked would show as a gap right here
+    window.controls.spec_button.click()
+    wait_run_done(qtbot, window)
+    elapsed = time.monotonic() - started
+    timer.stop()
+    assert elapsed > 0.35
+    assert len(ticks) >= 15, f"the timer fired only {len(ticks)} times in {elapsed:.2f} s"
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert max(gaps) < 0.25, f"the GUI thread was blocked for {max(gaps):.2f} s"
+
+
+def slow_stage(config, stage: str) -> None:
+    if stage == "draft":
+        config.draft_steps, config.draft_step_s = 200, 0.05
+    elif stage == "prefill":
+        config.prefill_steps, config.prefill_step_s = 200, 0.05
+    elif stage == "generating":
+        config.token_s = 0.5
+
+
+def fast_again(config) -> None:
+    config.draft_steps, config.draft_step_s = 4, 0.005
+    config.prefill_steps, config.prefill_step_s = 4, 0.005
+    config.token_s = 0.002
+
+
+@pytest.mark.parametrize("stage", ["draft", "prefill", "generating"])
+def test_cancel_mid_stage_ends_within_a_second_and_the_app_stays_usable(
+    loaded_window, qtbot, engine_factory, fake_config, stage
+):
+    slow_stage(fake_config, stage)
+    window = loaded_window
+    window.controls.spec_button.click()
+    qtbot.waitUntil(lambda: engine_factory.engine.current_stage == stage, timeout=3000)
+    qtbot.wait(60)  # well inside the stage
+    if stage == "draft":
+        assert window.spec_pane.status.text().startswith("Draft scoring")
+    started = time.monotonic()
+    window.controls.cancel_button.click()
+    wait_run_done(qtbot, window, timeout=1000)
+    assert time.monotonic() - started < 1.0
+    assert window.spec_pane.status.text() == "Cancelled"
+    assert window.spec_pane.result is None
+    assert all(b.isEnabled() for b in window.controls.run_buttons)
+    assert not window.controls.cancel_button.isEnabled()
+    assert window.banner.kind != "error"
+
+    fast_again(fake_config)
+    window.controls.spec_button.click()
+    wait_run_done(qtbot, window)
+    assert window.spec_pane.result is not None
+    assert window.spec_pane.answer.toPlainText() == SPEC_ANSWER
+
+
+def test_cancel_during_compare_keeps_the_finished_baseline(loaded_window, qtbot, engine_factory, fake_config):
+    slow_stage(fake_config, "draft")
+    window = loaded_window
+    window.controls.compare_button.click()
+    qtbot.waitUntil(lambda: engine_factory.engine.current_stage == "draft", timeout=3000)
+    window.controls.cancel_button.click()
+    wait_run_done(qtbot, window, timeout=1000)
+    assert window.baseline_pane.result is not None
+    assert window.baseline_pane.status.text().startswith("Done")
+    assert window.spec_pane.status.text() == "Cancelled"
+
+
+def test_engine_error_is_shown_as_a_message_and_the_app_goes_on(loaded_window, qtbot, fake_config):
+    fake_config.fail_stage = "prefill"
+    window = loaded_window
+    window.controls.baseline_button.click()
+    wait_run_done(qtbot, window)
+    assert window.banner.kind == "error"
+    assert window.banner.text == "fake failure during prefill"
+    assert window.baseline_pane.status.text() == "Failed: fake failure during prefill"
+    assert window.controls.baseline_button.isEnabled()
+    fake_config.fail_stage = None
+    window.controls.baseline_button.click()
+    wait_run_done(qtbot, window)
+    assert window.baseline_pane.result is not None
+    assert window.banner.kind == ""  # a new run clears the old error
+
+
+def test_a_bug_in_the_engine_is_reported_not_raised(loaded_window, qtbot, fake_config, caplog):
+    fake_config.crash_stage = "generating"
+    window = loaded_window
+    window.controls.spec_button.click()
+    wait_run_done(qtbot, window)
+    assert window.banner.kind == "error"
+    assert "Unexpected error" in window.banner.text and "RuntimeError" in window.banner.text
+    assert "fake crash during generating" in caplog.text
+
+
+def test_bypassed_spec_run_is_clearly_marked(window, qtbot, short_txt):
+    window.open_path(str(short_txt))
+    qtbot.waitUntil(lambda: window.documents.tokens is not None, timeout=3000)
+    window.question.set_question("What is this?")
+    window.controls.spec_button.click()
+    wait_run_done(qtbot, window)
+    assert not window.spec_pane.notice.isHidden()
+    assert "bypassed (below threshold)" in window.spec_pane.notice.text()
+    assert window.spec_pane.kept.text() == "100% (bypassed)"
+    assert window.kept_view.spans == []  # no selection was made
+
+
+def test_engine_notices_without_a_run_go_to_the_banner(loaded_window, qtbot, fake_config):
+    fake_config.notice = "restore positions unsupported by this runtime: using renumber"
+    loaded_window.controls.baseline_button.click()
+    wait_run_done(qtbot, loaded_window)
+    assert loaded_window.banner.kind == "info"
+    assert "using renumber" in loaded_window.banner.text
+
+
+def test_presets_fill_the_question_and_enable_the_run(window, qtbot, long_pdf):
+    window.open_path(str(long_pdf))
+    qtbot.waitUntil(lambda: window.documents.document is not None, timeout=3000)
+    assert window.question.question == ""
+    assert not window.controls.compare_button.isEnabled()
+    combo = window.question.presets
+    assert [combo.itemText(i) for i in range(1, combo.count())] == list(PRESETS)
+    combo.activated.emit(PRESETS.index("Where is X handled?") + 1)
+    assert window.question.question == "Where is X handled?"
+    assert window.question.edit.selectedText() == "X"  # typing replaces the placeholder
+    assert combo.currentIndex() == 0
+    combo.activated.emit(1)
+    assert window.question.question == "Summarize this document"
+    assert window.controls.compare_button.isEnabled()
+
+
+def test_enter_in_the_question_starts_a_compare(loaded_window, qtbot, engine_factory):
+    loaded_window.question.edit.returnPressed.emit()
+    wait_run_done(qtbot, loaded_window)
+    assert engine_factory.engine.requests[-1]["mode"] == "both"
+
+
+def test_speedup_only_compares_runs_on_the_same_question(loaded_window, qtbot):
+    window = loaded_window
+    window.controls.compare_button.click()
+    wait_run_done(qtbot, window)
+    assert window.comparison.speedup.text().startswith("Speed-up: 4.00×")
+    window.question.set_question("List the key points")
+    window.controls.spec_button.click()
+    wait_run_done(qtbot, window)
+    assert window.comparison.speedup.text() == "Speed-up: —"
+    window.controls.baseline_button.click()
+    wait_run_done(qtbot, window)
+    assert window.comparison.speedup.text().startswith("Speed-up: 4.00×")
+
+
+def test_dropping_a_file_during_a_run_is_refused(loaded_window, qtbot, fake_config, short_txt):
+    fake_config.draft_step_s = 0.05
+    window = loaded_window
+    window.controls.spec_button.click()
+    assert window.open_path(str(short_txt)) is False
+    assert "run is in progress" in window.banner.text
+    window.controls.cancel_button.click()
+    wait_run_done(qtbot, window, timeout=1000)
+    assert window.documents.document.path.name == "report.pdf"

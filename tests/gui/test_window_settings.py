@@ -1,0 +1,160 @@
+"""Model loading (progress dialog, cancel, errors), the status bar, and the Settings dialog."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QDialogButtonBox, QPushButton
+
+from engine import models
+from engine.settings import ModelSettings
+from desktop.load_dialog import ModelLoadDialog
+from desktop.settings_store import RunPreferences, SettingsStore
+
+
+def test_status_bar_shows_models_positions_memory_and_device(window):
+    status = window.engine_status
+    assert status.models.text() == "Target: FakeTarget-1.5B  ·  Draft: FakeDraft-0.5B"
+    assert status.positions.text() == "restore positions: supported"
+    assert status.memory.text() == "Draft memory: 300.0 MB"
+    assert status.device.text().startswith("Device: cpu")
+
+
+def test_runtime_without_gapped_positions_means_renumber_only(make_window, fake_config):
+    fake_config.positions_supported = False
+    window = make_window()
+    assert window.engine_status.positions.text() == "renumber only"
+    combo = window.controls.positions
+    restore = combo.findData("restore")
+    assert not combo.model().item(restore).isEnabled()
+    window.controls.set_position_mode("restore")
+    assert window.controls.position_mode == "auto"
+
+
+def test_first_load_shows_a_progress_dialog_and_never_freezes(make_window, qtbot, fake_config):
+    fake_config.load_steps, fake_config.load_step_s = 10, 0.04
+    ticks = []
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.append(time.monotonic()))
+    timer.start()
+    ticks.append(time.monotonic())  # building and starting the window must not block either
+    window = make_window(wait_ready=False)
+    dialog = window._load_dialog
+    assert dialog is not None and dialog.isVisible()
+    assert window.engine_status.models.text() == "Models: loading…"
+    assert not window.controls.compare_button.isEnabled()
+    qtbot.waitUntil(lambda: "verifying fake models" in dialog.labelText(), timeout=2000)
+    qtbot.waitUntil(lambda: window.host.is_ready, timeout=3000)
+    timer.stop()
+    assert window._load_dialog is None
+    qtbot.waitUntil(lambda: not window.findChildren(ModelLoadDialog), timeout=1000)  # closed and deleted
+    assert len(ticks) >= 20
+    assert max(b - a for a, b in zip(ticks, ticks[1:])) < 0.25
+
+
+def test_cancelling_the_load_leaves_a_usable_window_and_reload_works(make_window, qtbot, fake_config):
+    fake_config.load_steps, fake_config.load_step_s = 50, 0.05
+    window = make_window(wait_ready=False)
+    qtbot.waitUntil(lambda: window.host.is_loading, timeout=1000)
+    started = time.monotonic()
+    cancel_button = next(b for b in window._load_dialog.findChildren(QPushButton) if b.text() == "Cancel")
+    cancel_button.click()
+    qtbot.waitUntil(lambda: not window.host.is_loading, timeout=1000)
+    assert time.monotonic() - started < 1.0
+    assert window.banner.kind == "info" and "cancelled" in window.banner.text
+    assert window.engine_status.models.text() == "Models: not loaded"
+    fake_config.load_steps, fake_config.load_step_s = 2, 0.01
+    window.reload_action.trigger()
+    qtbot.waitUntil(lambda: window.host.is_ready, timeout=3000)
+    assert window.engine_status.models.text().startswith("Target: FakeTarget")
+
+
+def test_a_load_error_is_a_message(make_window, qtbot, fake_config):
+    fake_config.load_error = "default target model is missing: run `make setup`"
+    window = make_window(wait_ready=False)
+    qtbot.waitUntil(lambda: window.banner.kind == "error", timeout=3000)
+    assert window.banner.text == "Could not load the models: default target model is missing: run `make setup`"
+    assert window.engine_status.models.text() == "Models: failed to load"
+    assert not window.controls.compare_button.isEnabled()
+
+
+def ok(dialog) -> None:
+    dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok).click()
+
+
+def test_settings_dialog_saves_and_reloads_the_engine(window, qtbot, engine_factory, qsettings, tmp_path):
+    first_engine = engine_factory.engine
+    dialog = window.open_settings()
+    assert dialog.isVisible()
+    assert dialog.target.edit.text() == "" and models.TARGET.name in dialog.target.edit.placeholderText()
+    assert dialog.draft.edit.text() == "" and models.DRAFT.name in dialog.draft.edit.placeholderText()
+    assert dialog.context.value() == ModelSettings().n_ctx
+    draft = tmp_path / "draft.gguf"
+    dialog.draft.edit.setText(str(draft))
+    dialog.device.setCurrentIndex(dialog.device.findData("cpu"))
+    dialog.threads.setValue(4)
+    dialog.context.setValue(8192)
+    dialog.lookahead.setValue(6)
+    dialog.chunk_size.setValue(64)
+    ok(dialog)
+    qtbot.waitUntil(lambda: len(engine_factory.built) == 2 and window.host.is_ready, timeout=3000)
+    assert first_engine.closed
+    loaded_with = engine_factory.settings_seen[-1]
+    assert (loaded_with.draft_path, loaded_with.device, loaded_with.n_threads, loaded_with.n_ctx) == (
+        draft, "cpu", 4, 8192)
+    assert loaded_with.target_path is None
+    # Persisted: a fresh store over the same file reads the same values.
+    reread = SettingsStore(QSettings(qsettings.fileName(), QSettings.Format.IniFormat))
+    assert reread.model_settings() == loaded_with
+    assert reread.run_preferences() == RunPreferences(chunk_size=64, lookahead=6)
+
+
+def test_restore_defaults_resets_every_field(window, qtbot, engine_factory):
+    window.store.save_model_settings(ModelSettings(target_path=Path("/m/t.gguf"), device="cuda", n_threads=3, n_ctx=4096))
+    window.store.save_run_preferences(RunPreferences(chunk_size=8, lookahead=2))
+    dialog = window.open_settings()
+    assert dialog.target.edit.text() == "/m/t.gguf" and dialog.device.currentData() == "cuda"
+    dialog.restore_button.click()
+    defaults = ModelSettings()
+    assert dialog.target.edit.text() == ""
+    assert dialog.device.currentData() == defaults.device
+    assert dialog.threads.value() == 0 and dialog.threads.text() == "Auto (physical cores)"
+    assert dialog.context.value() == defaults.n_ctx
+    assert (dialog.chunk_size.value(), dialog.lookahead.value()) == (RunPreferences().chunk_size, RunPreferences().lookahead)
+    ok(dialog)
+    assert window.store.model_settings() == defaults
+    assert window.store.run_preferences() == RunPreferences()
+    qtbot.waitUntil(lambda: len(engine_factory.built) == 2 and window.host.is_ready, timeout=3000)
+
+
+def test_cancelling_the_dialog_changes_nothing(window, qtbot, engine_factory):
+    dialog = window.open_settings()
+    dialog.context.setValue(2048)
+    dialog.reject()
+    qtbot.wait(50)
+    assert window.store.model_settings().n_ctx == ModelSettings().n_ctx
+    assert len(engine_factory.built) == 1
+
+
+def test_run_only_settings_do_not_reload_the_models(window, qtbot, engine_factory):
+    dialog = window.open_settings()
+    dialog.chunk_size.setValue(48)
+    ok(dialog)
+    qtbot.wait(50)
+    assert window.store.run_preferences().chunk_size == 48
+    assert len(engine_factory.built) == 1 and not window.host.is_loading
+
+
+def test_changing_models_during_a_run_cancels_it_then_reloads(loaded_window, qtbot, engine_factory, fake_config):
+    fake_config.draft_steps, fake_config.draft_step_s = 200, 0.05
+    window = loaded_window
+    window.controls.spec_button.click()
+    qtbot.waitUntil(lambda: engine_factory.engine.current_stage == "draft", timeout=3000)
+    window.apply_settings(ModelSettings(n_ctx=4096), RunPreferences())
+    qtbot.waitUntil(lambda: len(engine_factory.built) == 2 and window.host.is_ready, timeout=3000)
+    assert window.spec_pane.status.text() == "Cancelled"
+    assert engine_factory.built[0].closed
+    assert window.controls.spec_button.isEnabled()

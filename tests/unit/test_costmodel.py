@@ -1,0 +1,60 @@
+import json
+
+import pytest
+
+from engine import costmodel
+from engine.costmodel import CostModel, Quadratic, fit_quadratic
+from engine.errors import SpecPrefillError
+
+
+def test_fit_recovers_a_quadratic():
+    ns = [512, 1024, 2048, 4096]
+    q = fit_quadratic(ns, [0.5 + 0.01 * n + 2e-7 * n * n for n in ns])
+    assert q.c == pytest.approx(0.5, abs=1e-6)
+    assert q.a == pytest.approx(0.01, rel=1e-6)
+    assert q.b == pytest.approx(2e-7, rel=1e-6)
+
+
+def test_fit_never_returns_negative_terms():
+    ns = [1000, 2000, 3000]
+    q = fit_quadratic(ns, [10.0, 19.0, 27.0])  # concave data would want b < 0
+    assert min(q.a, q.b, q.c) >= 0
+    assert q(2000) == pytest.approx(19.0, rel=0.1)
+
+
+def test_estimate_and_bypass_rule():
+    model = CostModel(target_prefill=Quadratic(0, 0.02, 0), draft=Quadratic(5, 0.005, 0))
+    est = model.estimate(8192, 0.2)
+    kept = model.kept_tokens(8192, 0.2)  # ceil(0.2 * 256 chunks) = 52 chunks
+    assert kept == 52 * 32
+    assert est["baseline_ttft_s"] == pytest.approx(0.02 * 8192)
+    assert est["spec_ttft_s"] == pytest.approx(5 + 0.005 * 8192 + 0.02 * kept)
+    assert est["speedup"] == pytest.approx(est["baseline_ttft_s"] / est["spec_ttft_s"])
+    assert model.pays_off(8192, 0.2)
+    assert not model.pays_off(300, 0.2)  # the draft's fixed cost dominates short prompts
+
+
+def test_save_load_roundtrip_and_errors(tmp_path):
+    path = tmp_path / "cal.json"
+    model = CostModel(target_prefill=Quadratic(1, 2, 3), draft=Quadratic(4, 5, 6), machine={"x": 1})
+    costmodel.save(model, path)
+    assert costmodel.load(path).to_json() == model.to_json()
+    assert costmodel.load(tmp_path / "missing.json") is None
+    with pytest.raises(SpecPrefillError, match="calibrate"):
+        costmodel.require(tmp_path / "missing.json")
+    path.write_text(json.dumps({"draft": {}}))
+    with pytest.raises(SpecPrefillError, match="not a valid"):
+        costmodel.load(path)
+
+
+def test_calibrate_on_the_tiny_engine_fits_its_measurements(engine):
+    text = "The quick brown fox jumps over the lazy dog. " * 40
+    items = list(costmodel.calibrate(engine, text, [64, 128, 256], lookahead=2))
+    model = items[-1]
+    measured = [i for i in items[:-1]]
+    assert [(role, n) for role, n, _ in measured] == [
+        ("target", 64), ("draft", 64), ("target", 128), ("draft", 128), ("target", 256), ("draft", 256)]
+    assert all(seconds > 0 for _, _, seconds in measured)
+    assert isinstance(model, CostModel)
+    assert model.measurements["target"]["256"] == measured[4][2]
+    assert model.baseline_ttft(256) > 0 and model.draft(256) > 0
