@@ -74,7 +74,7 @@ class RunResult:
     positions: str = "contiguous"  # restore | renumber for spec; contiguous for baseline
     bypassed: bool = False
     bypass_reason: str = ""
-    draft_peak_mem_bytes: int = 0  # CPU: peak RSS growth while scoring; CUDA: max allocated on the device
+    draft_peak_mem_bytes: int = 0  # CPU: weights + peak RSS growth while scoring; CUDA: max allocated
     stop_reason: str = ""  # eos | max_new_tokens
 
     SPEC_ONLY = ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason",

@@ -71,10 +71,11 @@ def _display_name(path: Path, spec: models.ModelSpec) -> str:
     return spec.name if path == spec.path else path.name
 
 
-def _draft_memory_bytes(model, device: torch.device) -> int:
+def _resident_bytes(device: torch.device) -> int:
+    """CUDA: bytes torch holds on the device; CPU: the process's resident set."""
     if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
-    return sum(p.numel() * p.element_size() for p in model.parameters())
+        return int(torch.cuda.memory_allocated(device))
+    return psutil.Process().memory_info().rss
 
 
 class Engine:
@@ -108,14 +109,16 @@ class Engine:
             cancel.raise_if_cancelled()
             if progress:
                 progress(1, 3, f"loading draft {draft_name}")
+            before = _resident_bytes(device.device)
             draft = load_draft_model(draft_path, device, ATTN_IMPL, settings.draft_quant)
+            draft_weights = max(0, _resident_bytes(device.device) - before)
             cancel.raise_if_cancelled()
             if progress:
                 progress(2, 3, "probing position support")
             info = EngineInfo(target_name=target_name, draft_name=draft_name, target_path=target_path,
                               draft_path=draft_path, positions_supported=runtime.accepts_gapped_positions(),
                               device=str(device.device),
-                              draft_memory_bytes=_draft_memory_bytes(draft, device.device),
+                              draft_memory_bytes=draft_weights,
                               n_ctx=runtime.context.n_ctx)
         except BaseException:
             runtime.close()  # free the target's native memory now, not at garbage collection
@@ -224,7 +227,13 @@ class Engine:
         yield RunFinished(run, RunResult(
             run=run, prompt_tokens=prompt.n_tokens, tokenize_s=tokenize_s, draft_s=draft_s, select_s=select_s,
             kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode,
-            draft_peak_mem_bytes=draft_mem.peak_bytes, **result))
+            draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), **result))
+
+    def _draft_peak_bytes(self, measured: PeakMemory) -> int:
+        """The draft's footprint while scoring: weights plus the working set's peak (CUDA counts both)."""
+        if self.info.device.startswith("cuda"):
+            return measured.peak_bytes
+        return self.info.draft_memory_bytes + measured.peak_bytes
 
     def _prefill_and_generate(self, run: RunName, prompt: PreparedPrompt, tokens: np.ndarray,
                               positions: np.ndarray, next_position: int, settings: RunSettings,

@@ -105,8 +105,17 @@ def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str, 
     except Exception as exc:
         raise ModelError(f"could not load draft model from {source}: {exc}") from exc
     model = model.to(device.device).eval()
-    if quant == "int8" and device.device.type == "cpu":
-        model = quantize_int8(model)
+    if device.device.type == "cpu":
+        model = quantize_int8(model) if quant == "int8" else _materialize(model)
+    return model
+
+
+def _materialize(model):
+    """Copy memory-mapped weights into RAM now, so the first request does not pay the page faults
+    (and the draft's memory is counted where it is loaded)."""
+    with torch.no_grad():
+        for param in model.parameters():  # tied weights are one Parameter, copied once
+            param.data = param.data.clone()
     return model
 
 

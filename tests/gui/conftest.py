@@ -21,7 +21,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from engine.cancel import CancelToken
-from engine.errors import Cancelled, IngestError, SpecPrefillError
+from engine.errors import IngestError, SpecPrefillError
 from engine.events import (
     Notice,
     Progress,

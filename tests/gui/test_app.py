@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
-from engine import models
 from engine.settings import ModelSettings
 from desktop import app
 from desktop.main_window import MainWindow
@@ -46,27 +45,34 @@ def test_screenshot_without_a_display_goes_offscreen(monkeypatch):
     assert app.os.environ.get("QT_QPA_PLATFORM") == "offscreen"
 
 
-def test_real_engine_is_built_by_ensuring_default_models_then_engine_load(monkeypatch):
+def test_real_engine_is_built_by_engine_load_on_the_worker(monkeypatch):
     calls = []
 
     class FakePipelineEngine:
         @classmethod
         def load(cls, settings, progress=None, cancel=None):
-            calls.append(("Engine.load", settings, progress, cancel))
+            calls.append((settings, progress, cancel))
             return "engine"
 
     monkeypatch.setitem(sys.modules, "engine.pipeline", types.SimpleNamespace(Engine=FakePipelineEngine))
-    monkeypatch.setattr(models, "ensure_default_models",
-                        lambda progress=None, cancel=None: calls.append(("ensure_default_models", progress, cancel)))
-    progress, cancel = object(), object()
-    settings = ModelSettings()
+    progress, cancel, settings = object(), object(), ModelSettings()
     assert app.load_real_engine(settings, progress, cancel) == "engine"
-    assert calls == [("ensure_default_models", progress, cancel), ("Engine.load", settings, progress, cancel)]
+    assert calls == [(settings, progress, cancel)]
 
-    calls.clear()
-    custom = ModelSettings(target_path=Path("/m/t.gguf"), draft_path=Path("/m/d.gguf"))
-    app.load_real_engine(custom, progress, cancel)
-    assert [c[0] for c in calls] == ["Engine.load"]  # custom models: nothing to assemble
+
+def test_the_engine_signatures_the_gui_relies_on():
+    """Pin the contract: a renamed parameter would otherwise only fail with real models."""
+    import inspect
+
+    pipeline = pytest.importorskip("engine.pipeline")  # needs torch and the llama runtime
+    load = inspect.signature(pipeline.Engine.load).parameters
+    assert {"settings", "progress", "cancel"} <= set(load)
+    stream = inspect.signature(pipeline.Engine.stream).parameters
+    assert {"document", "question", "mode", "settings", "cancel"} <= set(stream)
+    info_fields = set(pipeline.EngineInfo.__dataclass_fields__)
+    assert {"target_name", "draft_name", "target_path", "draft_path", "positions_supported", "device",
+            "draft_memory_bytes", "n_ctx"} <= info_fields
+    assert callable(pipeline.Engine.count_tokens) and callable(pipeline.Engine.close)
 
 
 @pytest.fixture

@@ -92,13 +92,14 @@ def test_shading_follows_importance_and_protected_chunks_stand_out(view, doc, se
     )
     view.set_selection(doc, selection)
     kept_spans = [s for s in view.spans if s.kept and not s.protected]
-    strongest = max(kept_spans, key=lambda s: s.importance)
-    weakest = min(kept_spans, key=lambda s: s.importance)
-    assert strongest.importance > weakest.importance
+    strongest = max(kept_spans, key=lambda s: s.score)
+    weakest = min(kept_spans, key=lambda s: s.score)
+    # Shades spread over the kept chunks' own score range: the full scale is used.
+    assert (strongest.shade, weakest.shade) == (1.0, 0.0)
     strong_color = background_at(view, strongest.start)
     weak_color = background_at(view, weakest.start)
-    assert strong_color == heat_colors.kept_color(strongest.importance)
-    assert weak_color == heat_colors.kept_color(weakest.importance)
+    assert strong_color == heat_colors.kept_color(1.0)
+    assert weak_color == heat_colors.kept_color(0.0)
     assert strong_color.green() < weak_color.green()  # deeper orange for more important text
     protected = next(s for s in view.spans if s.protected)
     assert background_at(view, protected.start) == heat_colors.PROTECTED
@@ -160,7 +161,7 @@ def test_minimap_has_a_band_per_chunk_and_clicks_jump(view, doc, selection, qtbo
     assert len(bands) == len(view.spans)
     kept_span = next(s for s in view.spans if s.kept and not s.protected)
     band = next(b for b in bands if b.start == kept_span.start)
-    assert band.color == heat_colors.kept_color(kept_span.importance)
+    assert band.color == heat_colors.kept_color(kept_span.shade)
     y = int(view.minimap.height() * 0.9)
     qtbot.mouseClick(view.minimap, Qt.MouseButton.LeftButton, pos=QPoint(5, y))
     offset = view.cursor_doc_offset()

@@ -50,8 +50,10 @@ def test_pane_follows_a_spec_run_from_stage_to_result(spec_pane):
     assert pane.answer.toPlainText() == "Paris is"
     assert pane.status.text() == "Generating: 2 tokens"
     assert pane.progress.value() == 2
+    assert "as measured here" in pane.ttft_caption.text()
     pane.apply(RunFinished("spec", result(ttft=1.25)))
     assert pane.ttft.text() == "1.25 s"
+    assert pane.ttft_caption.text() == "time to first token"
     assert pane.prefilled.text() == "1,600 of 8,000"
     assert pane.decode.text() == "37.5 tok/s"
     assert pane.kept.text() == "20% of 8,000 tokens"
@@ -65,7 +67,15 @@ def test_bypassed_spec_run_says_so_clearly(spec_pane):
     assert not spec_pane.notice.isHidden()
     assert "bypassed (below threshold)" in spec_pane.notice.text()
     assert "1,200 tokens" in spec_pane.notice.text()
+    assert spec_pane.notice.text().count("bypassed") == 1
     assert spec_pane.kept.text() == "100% (bypassed)"
+
+
+def test_stage_detail_from_the_engine_reads_as_the_status(spec_pane):
+    spec_pane.apply(StageChanged("spec", "prefill", "prefilling 1600 of 8000 tokens"))
+    assert spec_pane.status.text() == "Prefilling 1600 of 8000 tokens"
+    spec_pane.apply(StageChanged("spec", "select"))
+    assert spec_pane.status.text() == "Selecting chunks…"
 
 
 def test_run_notices_and_cancel_and_failure_show_in_the_pane(spec_pane):
@@ -126,3 +136,5 @@ def test_answer_view_toggles_between_the_answers(qtbot):
     assert (view.mode, view.browser.toPlainText()) == ("spec", "alpha gamma")
     view.buttons["diff"].click()
     assert view.mode == "diff"
+    view.set_answers("only the baseline so far", "")
+    assert "once both runs have answered" in view.browser.toPlainText()

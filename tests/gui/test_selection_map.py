@@ -60,3 +60,14 @@ def test_utf16_index_counts_astral_characters_twice():
     index = Utf16Index(text)
     assert [index.to_qt(i) for i in range(len(text) + 1)] == [0, 1, 3, 4, 6, 7]
     assert [index.to_py(q) for q in (0, 1, 3, 4, 6, 7)] == [0, 1, 2, 3, 4, 5]
+
+
+def test_shades_spread_within_kept_and_within_dropped():
+    # Kept scores 7 and 9 sit at the top of the document's range; their shades still span 0..1.
+    sel = selection_for(offsets=range(0, 60, 5), starts=[2, 4, 6, 8], scores=[1, 7, 9, 4], kept=[1, 2],
+                        doc_span=(10, 50))
+    spans = chunk_spans(sel, doc_length=40)
+    by_index = {s.index: s for s in spans}
+    assert (by_index[1].shade, by_index[2].shade) == (0.0, 1.0)
+    assert (by_index[0].shade, by_index[3].shade) == (0.0, 1.0)
+    assert by_index[1].importance > 0.7

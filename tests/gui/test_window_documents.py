@@ -8,7 +8,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog
 
-from tests.gui.conftest import CHARS_PER_TOKEN
+from tests.gui.conftest import CHARS_PER_TOKEN, fake_load_document
 
 
 def wait_loaded(qtbot, window, name: str) -> None:
@@ -174,3 +174,36 @@ def test_real_ingest_reads_a_code_folder(make_window, qtbot, code_folder):
     wait_loaded(qtbot, window, "project")
     labels = {s.label for s in window.documents.document.segments}
     assert {"pkg/parser.py", "pkg/retry.py"} <= labels
+
+
+def slow_loader(delay_s: float):
+    """The fake loader, but each page takes `delay_s` (honouring cancel meanwhile)."""
+    from engine.cancel import CancelToken
+    from tests.gui.conftest import wait
+
+    def load(path, *, password=None, cancel=None, progress=None):
+        token = cancel or CancelToken()
+
+        def slow_progress(done, total, label):
+            wait(delay_s, token)
+            if progress:
+                progress(done, total, label)
+
+        return fake_load_document(path, password=password, cancel=token, progress=slow_progress)
+
+    return load
+
+
+def test_ingestion_reports_progress_and_cancel_stops_it(make_window, qtbot, long_pdf):
+    window = make_window(loader=slow_loader(0.3))
+    window.open_path(str(long_pdf))
+    assert window.controls.cancel_button.isEnabled()
+    assert not window.doc_info.progress.isHidden()
+    qtbot.waitUntil(lambda: window.doc_info.progress_label.text() == "page 1", timeout=2000)
+    assert window.doc_info.progress.maximum() == 3 and window.doc_info.progress.value() == 1
+    window.controls.cancel_button.click()
+    qtbot.waitUntil(lambda: not window.documents.is_loading, timeout=1000)
+    assert "cancelled" in window.doc_info.title.text()
+    assert window.documents.document is None
+    assert window.doc_info.progress.isHidden()
+    assert not window.controls.cancel_button.isEnabled()

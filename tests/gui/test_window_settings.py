@@ -158,3 +158,13 @@ def test_changing_models_during_a_run_cancels_it_then_reloads(loaded_window, qtb
     assert window.spec_pane.status.text() == "Cancelled"
     assert engine_factory.built[0].closed
     assert window.controls.spec_button.isEnabled()
+
+
+def test_cancel_button_also_cancels_model_loading(make_window, qtbot, fake_config):
+    fake_config.load_steps, fake_config.load_step_s = 50, 0.05
+    window = make_window(wait_ready=False)
+    assert window.controls.cancel_button.isEnabled()
+    window.controls.cancel_button.click()
+    qtbot.waitUntil(lambda: not window.host.is_loading, timeout=1000)
+    assert not window.host.is_ready
+    assert not window.controls.cancel_button.isEnabled()

@@ -1,0 +1,142 @@
+"""Entry point: `specprefill-gui [--doc PATH] [--screenshot OUT.png ...]`.
+
+This is the one place that binds the GUI to the real engine; everything below
+receives its engine factory and document loader as arguments, so tests inject fakes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from engine.cancel import CancelToken
+from engine.settings import ModelSettings
+from desktop.engine_host import EngineLike, ProgressFn
+
+log = logging.getLogger("desktop")
+
+TAB_CHOICES = ("heatmap", "kept", "answers", "diff")
+
+
+def load_real_engine(settings: ModelSettings, progress: ProgressFn, cancel: CancelToken) -> EngineLike:
+    """Runs on the engine worker thread; importing here keeps torch out of the window's start.
+
+    Engine.load assembles and verifies the default models itself when a path is left
+    empty (engine.models.ensure_default_models), reporting through the same `progress`.
+    """
+    from engine.pipeline import Engine
+
+    return Engine.load(settings, progress=progress, cancel=cancel)
+
+
+def load_real_document(path, *, password=None, cancel=None, progress=None):
+    from engine.ingest import load_document
+
+    return load_document(path, password=password, cancel=cancel, progress=progress)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="specprefill-gui", description="SpecPrefill desktop document analyzer")
+    parser.add_argument("--doc", metavar="PATH", help="open this PDF, text file or code folder at start")
+    parser.add_argument("--screenshot", metavar="OUT.png", type=Path, help="save a PNG of the window and exit")
+    parser.add_argument("--run-question", metavar="TEXT", help="with --screenshot: run a compare on --doc first")
+    parser.add_argument(
+        "--screenshot-when",
+        choices=("finished", "running"),
+        default="finished",
+        help="take the shot after the run finishes, or while SpecPrefill is generating",
+    )
+    parser.add_argument("--tab", choices=TAB_CHOICES, help="which lower view is shown (heatmap = kept tokens)")
+    parser.add_argument("--size", default="1400x900", help="window size for --screenshot, WIDTHxHEIGHT")
+    parser.add_argument("--screenshot-timeout", type=float, default=1800.0, metavar="SECONDS")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    options = parser.parse_args(argv)
+    if options.run_question and not options.doc:
+        parser.error("--run-question needs --doc")
+    options.width, options.height = _parse_size(parser, options.size)
+    return options
+
+
+def _parse_size(parser: argparse.ArgumentParser, text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        parser.error(f"--size must look like 1400x900, not {text!r}")
+    if width < 1000 or height < 650:
+        parser.error("--size must be at least 1000x650")
+    return width, height
+
+
+def use_offscreen_if_headless(options: argparse.Namespace) -> None:
+    """A screenshot needs no screen: without a display, render offscreen."""
+    headless = not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if options.screenshot and headless and sys.platform.startswith("linux"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def install_error_banner(window) -> None:
+    """An exception escaping a slot is logged and shown in the banner; the app goes on."""
+
+    def hook(exc_type, exc, tb) -> None:
+        log.error("unhandled exception", exc_info=(exc_type, exc, tb))
+        window.banner.show_error(f"Unexpected error: {exc_type.__name__}: {exc}")
+
+    sys.excepthook = hook
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    configure_logging(options.verbose)
+    use_offscreen_if_headless(options)
+
+    from PySide6.QtWidgets import QApplication
+
+    from desktop.main_window import MainWindow
+    from desktop.settings_store import APPLICATION, ORGANIZATION, default_qsettings
+
+    app = QApplication(sys.argv[:1])
+    app.setOrganizationName(ORGANIZATION)
+    app.setApplicationName(APPLICATION)
+    window = MainWindow(load_real_engine, loader=load_real_document, settings=default_qsettings())
+    install_error_banner(window)
+    if options.screenshot:
+        return _run_screenshot(app, window, options)
+    window.resize(options.width, options.height)
+    window.show()
+    window.start()
+    if options.doc:
+        window.open_path(options.doc)
+    return app.exec()
+
+
+def _run_screenshot(app, window, options: argparse.Namespace) -> int:
+    from desktop.screenshot import ScreenshotDirector, ShotPlan
+
+    plan = ShotPlan(
+        out=options.screenshot,
+        document=options.doc,
+        question=options.run_question,
+        when=options.screenshot_when,
+        tab=options.tab,
+        width=options.width,
+        height=options.height,
+        timeout_s=options.screenshot_timeout,
+    )
+    director = ScreenshotDirector(window, plan)
+    director.done.connect(lambda code: (window.close(), app.exit(code)))
+    director.begin()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

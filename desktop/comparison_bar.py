@@ -1,0 +1,64 @@
+"""Under the panes: the speed-up (baseline TTFT / SpecPrefill TTFT) and how much the answers agree."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
+
+from engine.events import RunResult
+from engine.metrics import answer_agreement
+from desktop.formatting import fmt_seconds
+
+NOT_YET = "—"
+
+
+def speedup(baseline: RunResult, spec: RunResult) -> float | None:
+    return baseline.ttft_s / spec.ttft_s if spec.ttft_s > 0 else None
+
+
+class ComparisonBar(QWidget):
+    compareAnswersRequested = Signal()
+    toggleAnswerRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.speedup = QLabel(f"Speed-up: {NOT_YET}")
+        self.speedup.setObjectName("speedup")
+        self.speedup.setStyleSheet("font-size: 16px; font-weight: bold;")
+        self.agreement = QLabel(f"Answer agreement: {NOT_YET}")
+        self.agreement.setObjectName("agreement")
+        self.agreement.setToolTip("ROUGE-L F1 between the two answers: 100% means the same words in the same order.")
+        self.compare_button = QPushButton("Compare answers")
+        self.compare_button.clicked.connect(self.compareAnswersRequested)
+        self.toggle_button = QPushButton("Toggle answer")
+        self.toggle_button.setToolTip("Flip the answer view between the full-prefill and the SpecPrefill answer")
+        self.toggle_button.clicked.connect(self.toggleAnswerRequested)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 0, 4, 0)
+        layout.addWidget(self.speedup)
+        layout.addSpacing(24)
+        layout.addWidget(self.agreement)
+        layout.addStretch(1)
+        layout.addWidget(self.compare_button)
+        layout.addWidget(self.toggle_button)
+        self.show_results(None, None)
+
+    def show_results(self, baseline: RunResult | None, spec: RunResult | None) -> None:
+        both = baseline is not None and spec is not None
+        self.compare_button.setEnabled(both)
+        self.toggle_button.setEnabled(both)
+        if not both:
+            self.speedup.setText(f"Speed-up: {NOT_YET}")
+            self.agreement.setText(f"Answer agreement: {NOT_YET}")
+            return
+        self.speedup.setText(_speedup_text(baseline, spec))
+        self.agreement.setText(f"Answer agreement: {answer_agreement(baseline.answer, spec.answer) * 100:.0f}% (ROUGE-L)")
+
+
+def _speedup_text(baseline: RunResult, spec: RunResult) -> str:
+    ratio = speedup(baseline, spec)
+    if ratio is None:
+        return f"Speed-up: {NOT_YET}"
+    times = f"TTFT {fmt_seconds(baseline.ttft_s)} → {fmt_seconds(spec.ttft_s)}"
+    note = ", SpecPrefill bypassed" if spec.bypassed else ""
+    return f"Speed-up: {ratio:.2f}× ({times}{note})"

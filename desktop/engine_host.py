@@ -1,0 +1,142 @@
+"""Owns the engine: loads it on a worker and runs every engine job one at a time.
+
+The engine holds native model state that is not thread-safe, so all engine jobs
+(load, token counts, runs) share a single-thread pool: they queue instead of
+overlapping, and a reload can never close a model a run is still using.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.cancel import CancelToken
+from engine.errors import Cancelled
+from engine.settings import ModelSettings
+from desktop.worker import Worker, WorkerContext, make_pool
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+class EngineLike(Protocol):
+    """The part of engine.pipeline.Engine the GUI uses."""
+
+    info: Any
+
+    def count_tokens(self, text: str) -> int: ...
+    def stream(self, *, document, question, mode, settings, cancel): ...
+    def close(self) -> None: ...
+
+
+# Builds a ready engine: factory(model_settings, progress, cancel). Tests inject a fake one.
+EngineFactory = Callable[[ModelSettings, ProgressFn, CancelToken], EngineLike]
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    done: int
+    total: int
+    label: str
+
+
+class EngineHost(QObject):
+    loadStarted = Signal()
+    loadProgress = Signal(int, int, str)
+    ready = Signal(object)  # the engine's EngineInfo
+    loadFailed = Signal(str)
+    loadCancelled = Signal()
+
+    def __init__(self, factory: EngineFactory, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._factory = factory
+        self._pool = make_pool(1)
+        self._engine: EngineLike | None = None
+        self._loader: Worker | None = None
+
+    @property
+    def engine(self) -> EngineLike | None:
+        return self._engine
+
+    @property
+    def info(self) -> Any:
+        return self._engine.info if self._engine is not None else None
+
+    @property
+    def is_ready(self) -> bool:
+        return self._engine is not None
+
+    @property
+    def is_loading(self) -> bool:
+        return self._loader is not None and self._loader.active
+
+    def load(self, settings: ModelSettings) -> Worker:
+        """Replace the current engine with one built from `settings`."""
+        self.cancel_load()
+        old, self._engine = self._engine, None
+        worker = Worker(lambda ctx: self._load_job(ctx, old, settings), name="model loading")
+        worker.event.connect(self._on_load_event)
+        worker.finished.connect(lambda engine: self._on_loaded(worker, engine))
+        worker.failed.connect(self.loadFailed)
+        worker.cancelled.connect(self.loadCancelled)
+        self._loader = worker.start(self._pool)
+        self.loadStarted.emit()  # after start: listeners see is_loading
+        return worker
+
+    def cancel_load(self) -> None:
+        if self.is_loading:
+            self._loader.cancel()
+
+    def submit(self, name: str, job: Callable[[EngineLike, WorkerContext], object]) -> Worker:
+        """Queue an engine job. The engine is bound now, so a later reload cannot swap it mid-job."""
+        engine = self._engine
+        if engine is None:
+            raise RuntimeError("no engine is loaded")
+        worker = Worker(lambda ctx: job(engine, ctx), name=name)
+        return worker.start(self._pool)
+
+    def shutdown(self, wait_ms: int = 3000) -> None:
+        """Stop loads, drop queued jobs, wait briefly for the running one, close the engine."""
+        self.cancel_load()
+        self._pool.clear()
+        self._pool.waitForDone(wait_ms)
+        if self._engine is not None:
+            _close_quietly(self._engine)
+            self._engine = None
+
+    def _load_job(self, ctx: WorkerContext, old: EngineLike | None, settings: ModelSettings) -> EngineLike:
+        if old is not None:
+            _close_quietly(old)
+
+        def progress(done: int, total: int, label: str) -> None:
+            ctx.emit(LoadProgress(done, total, label))
+
+        engine = self._factory(settings, progress, ctx.cancel)
+        if ctx.cancel.cancelled:  # loaded anyway: free it, nobody will use it
+            _close_quietly(engine)
+            raise Cancelled()
+        return engine
+
+    def _on_load_event(self, item: object) -> None:
+        if isinstance(item, LoadProgress):
+            self.loadProgress.emit(item.done, item.total, item.label)
+
+    def _on_loaded(self, worker: Worker, engine: EngineLike) -> None:
+        if worker is not self._loader:  # a superseded load finished before it saw its cancel
+            Worker(lambda ctx: _close_quietly(engine), name="closing a stale engine").start(self._pool)
+            return
+        self._engine = engine
+        log.info("engine ready: %s", engine.info)
+        self.ready.emit(engine.info)
+
+
+def _close_quietly(engine: EngineLike) -> None:
+    try:
+        engine.close()
+    except Exception:  # closing must never take the app down
+        log.exception("closing the engine failed")

@@ -1,0 +1,48 @@
+"""Status bar: model names, whether the runtime restores positions, the draft's memory, the device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import QLabel, QStatusBar
+
+from desktop.formatting import fmt_bytes, fmt_count
+
+
+def positions_text(supported: bool) -> str:
+    return "restore positions: supported" if supported else "renumber only"
+
+
+class EngineStatus:
+    """Permanent labels on the window's status bar, fed from the engine's EngineInfo."""
+
+    def __init__(self, bar: QStatusBar) -> None:
+        self.models = QLabel("Models: not loaded")
+        self.models.setObjectName("statusModels")
+        self.positions = QLabel("")
+        self.positions.setObjectName("statusPositions")
+        self.memory = QLabel("")
+        self.memory.setObjectName("statusMemory")
+        self.device = QLabel("")
+        self.device.setObjectName("statusDevice")
+        for label in (self.models, self.positions, self.memory, self.device):
+            bar.addPermanentWidget(label)
+
+    def show_loading(self) -> None:
+        self.models.setText("Models: loading…")
+        self._clear_details()
+
+    def show_unloaded(self, why: str) -> None:
+        self.models.setText(f"Models: {why}")
+        self._clear_details()
+
+    def show_info(self, info: Any) -> None:
+        self.models.setText(f"Target: {info.target_name}  ·  Draft: {info.draft_name}")
+        self.models.setToolTip(f"Target: {info.target_path}\nDraft: {info.draft_path}")
+        self.positions.setText(positions_text(bool(info.positions_supported)))
+        self.memory.setText(f"Draft memory: {fmt_bytes(int(info.draft_memory_bytes))}")
+        self.device.setText(f"Device: {info.device} · context {fmt_count(int(info.n_ctx))}")
+
+    def _clear_details(self) -> None:
+        for label in (self.positions, self.memory, self.device):
+            label.setText("")

@@ -1,0 +1,35 @@
+"""Progress while the models are assembled, verified and loaded. Modeless: the window stays live."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QProgressDialog, QWidget
+
+# Progress values are bytes or tokens; QProgressBar holds 32-bit ints, so scale to per-mille.
+_SCALE = 1000
+
+
+class ModelLoadDialog(QProgressDialog):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Preparing the models…", "Cancel", 0, 0, parent)
+        self.setWindowTitle("Loading models")
+        self.setWindowModality(Qt.WindowModality.NonModal)
+        self.setMinimumDuration(0)
+        self.setAutoClose(False)
+        self.setAutoReset(False)
+        self.setMinimumWidth(460)
+
+    def report(self, done: int, total: int, label: str) -> None:
+        if label:
+            self.setLabelText(label)
+        if total > 0:
+            self.setRange(0, _SCALE)
+            self.setValue(round(_SCALE * min(done, total) / total))
+        else:
+            self.setRange(0, 0)  # unknown length: busy indicator
+
+    def finish(self) -> None:
+        """Close without emitting `canceled` (closing the dialog otherwise counts as Cancel)."""
+        self.blockSignals(True)
+        self.hide()
+        self.deleteLater()

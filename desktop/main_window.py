@@ -1,0 +1,473 @@
+"""The main window: wires the sessions (engine, document, run) to the widgets.
+
+It decides what is enabled and routes events; each widget draws its own part and
+each session does its own work on worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QInputDialog,
+    QLineEdit,
+    QMainWindow,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.events import Notice, RunFinished, SelectionMade
+from engine.ingest.document import Document
+from engine.settings import ModelSettings, RunSettings
+from desktop.answer_diff import AnswerCompareView
+from desktop.comparison_bar import ComparisonBar
+from desktop.document_info import DocumentInfoBar
+from desktop.document_paths import OPEN_FILE_FILTER, dropped_paths
+from desktop.document_session import DocumentLoader, DocumentSession
+from desktop.engine_host import EngineFactory, EngineHost
+from desktop.engine_status import EngineStatus
+from desktop.error_banner import ErrorBanner
+from desktop.kept_view import KeptTokenView
+from desktop.load_dialog import ModelLoadDialog
+from desktop.question_bar import QuestionBar
+from desktop.recent_menu import RecentMenu
+from desktop.run_controls import RunControls
+from desktop.run_pane import RunPane
+from desktop.run_session import CANCELLED, FAILED, RunRequest, RunSession
+from desktop.settings_dialog import SettingsDialog
+from desktop.settings_store import RunPreferences, SettingsStore
+
+log = logging.getLogger(__name__)
+
+TAB_KEPT, TAB_ANSWERS = "kept", "answers"
+TAB_ALIASES = {"kept": TAB_KEPT, "heatmap": TAB_KEPT, "answers": TAB_ANSWERS, "diff": TAB_ANSWERS}
+MIN_TOKENS = RunSettings().min_tokens  # the engine's threshold below which SpecPrefill is bypassed
+
+# ask_password(parent, path, wrong_before) -> password, or None when the user gives up
+PasswordPrompt = Callable[[QWidget, str, bool], "str | None"]
+
+
+def ask_password_dialog(parent: QWidget, path: str, wrong_before: bool) -> str | None:
+    prompt = "The password was wrong. Try again:" if wrong_before else "This PDF is encrypted. Password:"
+    text, ok = QInputDialog.getText(parent, f"Password for {Path(path).name}", prompt, QLineEdit.EchoMode.Password)
+    return text if ok else None
+
+
+def _needs_password(message: str) -> bool:
+    lowered = message.lower()
+    return "encrypted" in lowered and "password" in lowered
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        engine_factory: EngineFactory,
+        *,
+        loader: DocumentLoader,
+        settings: QSettings,
+        ask_password: PasswordPrompt = ask_password_dialog,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("SpecPrefill document analyzer")
+        self.setAcceptDrops(True)
+        self.store = SettingsStore(settings)
+        self.host = EngineHost(engine_factory, self)
+        self.documents = DocumentSession(loader, self.host, self)
+        self.runs = RunSession(self.host, self)
+        self._ask_password = ask_password
+        self._load_dialog: ModelLoadDialog | None = None
+        self._pane_context: dict[str, tuple[Document, str]] = {}
+
+        self._create_widgets()
+        self._create_actions()
+        self._build_layout()
+        self._connect()
+        self._restore_ui_state()
+        self._refresh_controls()
+
+    # --- construction ------------------------------------------------------------------------
+
+    def _create_widgets(self) -> None:
+        self.banner = ErrorBanner()
+        self.doc_info = DocumentInfoBar()
+        self.question = QuestionBar()
+        self.controls = RunControls()
+        self.baseline_pane = RunPane("baseline", "Full prefill")
+        self.spec_pane = RunPane("spec", "SpecPrefill")
+        self.panes = {"baseline": self.baseline_pane, "spec": self.spec_pane}
+        self.comparison = ComparisonBar()
+        self.kept_view = KeptTokenView()
+        self.answers = AnswerCompareView()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.kept_view, "Kept tokens")
+        self.tabs.addTab(self.answers, "Answers")
+        self.engine_status = EngineStatus(self.statusBar())
+
+    def _create_actions(self) -> None:
+        self.open_file_action = QAction("&Open File…", self, shortcut=QKeySequence.StandardKey.Open)
+        self.open_file_action.triggered.connect(self.open_file_dialog)
+        self.open_folder_action = QAction("Open &Folder…", self, shortcut=QKeySequence("Ctrl+Shift+O"))
+        self.open_folder_action.triggered.connect(self.open_folder_dialog)
+        self.recent_menu = RecentMenu(self.store, self)
+        self.recent_menu.pathChosen.connect(self.open_recent)
+        self.settings_action = QAction("&Settings…", self, shortcut=QKeySequence("Ctrl+,"))
+        self.settings_action.triggered.connect(self.open_settings)
+        self.reload_action = QAction("&Reload Models", self)
+        self.reload_action.triggered.connect(self.load_models)
+        quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+
+        file_menu = self.menuBar().addMenu("&File")
+        file_menu.addAction(self.open_file_action)
+        file_menu.addAction(self.open_folder_action)
+        file_menu.addMenu(self.recent_menu)
+        file_menu.addSeparator()
+        file_menu.addAction(quit_action)
+        models_menu = self.menuBar().addMenu("&Models")
+        models_menu.addAction(self.settings_action)
+        models_menu.addAction(self.reload_action)
+        toolbar = self.addToolBar("Main")
+        toolbar.setObjectName("mainToolbar")
+        toolbar.setMovable(False)
+        for action in (self.open_file_action, self.open_folder_action, self.settings_action):
+            toolbar.addAction(action)
+
+    def _build_layout(self) -> None:
+        panes = QWidget()
+        pane_row = QHBoxLayout()
+        pane_row.addWidget(self.baseline_pane)
+        pane_row.addWidget(self.spec_pane)
+        pane_column = QVBoxLayout(panes)
+        pane_column.setContentsMargins(0, 0, 0, 0)
+        pane_column.addLayout(pane_row, 1)
+        pane_column.addWidget(self.comparison)
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(panes)
+        splitter.addWidget(self.tabs)
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([380, 360])  # the kept-token view deserves as much room as the answers
+
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.doc_info)
+        layout.addWidget(self.question)
+        layout.addWidget(self.controls)
+        layout.addWidget(splitter, 1)
+        self.setCentralWidget(central)
+
+    def _connect(self) -> None:
+        self.host.loadStarted.connect(self._on_engine_loading)
+        self.host.loadProgress.connect(self._on_engine_progress)
+        self.host.ready.connect(self._on_engine_ready)
+        self.host.loadFailed.connect(self._on_engine_failed)
+        self.host.loadCancelled.connect(self._on_engine_cancelled)
+        self.documents.loadStarted.connect(self._on_document_loading)
+        self.documents.progress.connect(self.doc_info.show_progress)
+        self.documents.loaded.connect(self._on_document_loaded)
+        self.documents.failed.connect(self._on_document_failed)
+        self.documents.cancelled.connect(self._on_document_cancelled)
+        self.documents.tokensCounted.connect(self._on_tokens_counted)
+        self.documents.tokenCountFailed.connect(self._on_token_count_failed)
+        self.runs.started.connect(self._on_run_started)
+        self.runs.event.connect(self._on_run_event)
+        self.runs.ended.connect(self._on_run_ended)
+        self.question.changed.connect(lambda _text: self._refresh_controls())
+        self.question.submitted.connect(lambda: self.start_run("both"))
+        self.controls.runRequested.connect(self.start_run)
+        self.controls.cancelRequested.connect(self.cancel)
+        self.controls.keepChanged.connect(self.store.save_keep_percent)
+        self.controls.positions.currentIndexChanged.connect(
+            lambda _i: self.store.save_position_mode(self.controls.position_mode)
+        )
+        self.comparison.compareAnswersRequested.connect(self._show_answer_diff)
+        self.comparison.toggleAnswerRequested.connect(self._toggle_answer)
+
+    def _restore_ui_state(self) -> None:
+        self.controls.set_keep_percent(self.store.keep_percent())
+        self.controls.set_position_mode(self.store.position_mode())
+
+    # --- public actions ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin loading the models; call once the window is shown."""
+        self.load_models()
+
+    def load_models(self) -> None:
+        if self.runs.is_active:
+            self.runs.cancel()  # the reload queues behind the run on the engine thread
+        self.host.load(self.store.model_settings())
+
+    def open_file_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a document", self._dialog_dir(), OPEN_FILE_FILTER)
+        if path:
+            self.open_path(path)
+
+    def open_folder_dialog(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open a code folder", self._dialog_dir())
+        if path:
+            self.open_path(path)
+
+    def open_recent(self, path: str) -> None:
+        if not Path(path).exists():
+            self.store.remove_recent(path)
+            self.banner.show_error(f"{path} no longer exists; it was removed from the recent list.")
+            return
+        self.open_path(path)
+
+    def open_path(self, path: str) -> bool:
+        if self.runs.is_active:
+            self.banner.show_info("A run is in progress: wait for it or cancel it before opening another document.")
+            return False
+        self.documents.load(path)
+        return True
+
+    def start_run(self, mode: str) -> bool:
+        reason = self._why_cannot_run()
+        if reason is not None:
+            log.info("run refused: %s", reason)
+            return False
+        request = RunRequest(self.documents.document, self.question.question, mode, self._run_settings())
+        return self.runs.start(request)
+
+    def cancel(self) -> None:
+        if self.runs.is_active:
+            for run in self.runs.request.runs:
+                self.panes[run].mark_cancelling()
+        self.runs.cancel()
+        self.documents.cancel()
+        self.host.cancel_load()
+
+    def open_settings(self) -> SettingsDialog:
+        dialog = SettingsDialog(self.store.model_settings(), self.store.run_preferences(), self)
+        dialog.accepted.connect(lambda: self.apply_settings(dialog.model_settings(), dialog.run_preferences()))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()  # window-modal but not a nested event loop: the app keeps running
+        return dialog
+
+    def apply_settings(self, model_settings: ModelSettings, run_prefs: RunPreferences) -> None:
+        models_changed = model_settings != self.store.model_settings()
+        self.store.save_model_settings(model_settings)
+        self.store.save_run_preferences(run_prefs)
+        if models_changed:
+            log.info("model settings changed: reloading the engine")
+            self.load_models()
+
+    def show_tab(self, name: str) -> None:
+        widget = self.kept_view if TAB_ALIASES[name] == TAB_KEPT else self.answers
+        self.tabs.setCurrentWidget(widget)
+
+    # --- state ---------------------------------------------------------------------------
+
+    def _why_cannot_run(self) -> str | None:
+        if self.runs.is_active:
+            return "A run is in progress"
+        if self.host.is_loading:
+            return "The models are loading"
+        if not self.host.is_ready:
+            return "The models are not loaded (Models ▸ Reload Models)"
+        if self.documents.is_loading:
+            return "The document is loading"
+        if self.documents.document is None:
+            return "Open a document first"
+        if not self.question.question:
+            return "Type a question or pick a preset"
+        return None
+
+    def _refresh_controls(self) -> None:
+        reason = self._why_cannot_run()
+        busy = self.runs.is_active
+        cancellable = busy or self.documents.is_loading or self.host.is_loading
+        self.controls.set_state(can_run=reason is None, cancellable=cancellable, reason=reason or "")
+        for action in (self.open_file_action, self.open_folder_action, self.recent_menu.menuAction()):
+            action.setEnabled(not busy)
+
+    def _run_settings(self) -> RunSettings:
+        prefs = self.store.run_preferences()
+        return RunSettings(
+            keep=self.controls.keep_fraction,
+            positions=self.controls.position_mode,
+            chunk_size=prefs.chunk_size,
+            lookahead=prefs.lookahead,
+        )
+
+    def _dialog_dir(self) -> str:
+        recent = self.store.recent_files()
+        return str(Path(recent[0]).parent) if recent else str(Path.home())
+
+    # --- engine ----------------------------------------------------------------------------
+
+    def _on_engine_loading(self) -> None:
+        self.engine_status.show_loading()
+        self._close_load_dialog()
+        self._load_dialog = ModelLoadDialog(self)
+        self._load_dialog.canceled.connect(self.host.cancel_load)
+        self._load_dialog.show()
+        self._refresh_controls()
+
+    def _on_engine_progress(self, done: int, total: int, label: str) -> None:
+        if self._load_dialog is not None:
+            self._load_dialog.report(done, total, label)
+
+    def _on_engine_ready(self, info: object) -> None:
+        self._close_load_dialog()
+        self.engine_status.show_info(info)
+        self.controls.set_restore_supported(bool(info.positions_supported))
+        if self.documents.document is not None:
+            self.doc_info.show_counting()
+            self.documents.count_tokens()
+        self._refresh_controls()
+
+    def _on_engine_failed(self, message: str) -> None:
+        self._close_load_dialog()
+        self.engine_status.show_unloaded("failed to load")
+        self.banner.show_error(f"Could not load the models: {message}")
+        self._refresh_controls()
+
+    def _on_engine_cancelled(self) -> None:
+        self._close_load_dialog()
+        self.engine_status.show_unloaded("not loaded")
+        self.banner.show_info("Model loading was cancelled. Use Models ▸ Reload Models to try again.")
+        self._refresh_controls()
+
+    def _close_load_dialog(self) -> None:
+        if self._load_dialog is not None:
+            self._load_dialog.finish()
+            self._load_dialog = None
+
+    # --- document ----------------------------------------------------------------------------
+
+    def _on_document_loading(self, path: str) -> None:
+        self.doc_info.show_loading(path)
+        self._refresh_controls()
+
+    def _on_document_loaded(self, document: Document) -> None:
+        self.doc_info.show_document(document)
+        if self.host.is_ready:
+            self.doc_info.show_counting()
+        self.kept_view.set_document(document)
+        self.store.add_recent(str(document.path))
+        self._refresh_controls()
+
+    def _on_document_failed(self, path: str, message: str) -> None:
+        if _needs_password(message):
+            password = self._ask_password(self, path, "wrong" in message.lower())
+            if password is not None:
+                self.documents.load(path, password=password)
+                return
+        self.doc_info.show_failed(path, message)
+        self.banner.show_error(message)
+        self._refresh_controls()
+
+    def _on_document_cancelled(self, path: str) -> None:
+        self.doc_info.show_cancelled(path)
+        self._refresh_controls()
+
+    def _on_tokens_counted(self, document: Document, tokens: int) -> None:
+        self.doc_info.show_token_count(tokens, MIN_TOKENS)
+
+    def _on_token_count_failed(self, message: str) -> None:
+        self.banner.show_error(f"Could not count the document's tokens: {message}")
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def _on_run_started(self, request: RunRequest) -> None:
+        self.banner.dismiss()
+        max_new = request.settings.max_new_tokens
+        for index, run in enumerate(request.runs):
+            waiting_for = "full prefill" if index > 0 else None
+            self.panes[run].begin(max_new, waiting_for=waiting_for)
+            self._pane_context[run] = (request.document, request.question)
+        if "spec" in request.runs:
+            self.kept_view.clear_selection()  # the old selection does not describe this run
+        self._update_comparison()
+        self._refresh_controls()
+
+    def _on_run_event(self, event: object) -> None:
+        run = getattr(event, "run", None)
+        if isinstance(event, Notice) and run is None:
+            self.banner.show_info(event.message)
+            return
+        pane = self.panes.get(run)
+        if pane is not None:
+            pane.apply(event)
+        if isinstance(event, SelectionMade):
+            self.kept_view.set_selection(self.runs.request.document, event.selection)
+        elif isinstance(event, RunFinished):
+            self._update_comparison()
+
+    def _on_run_ended(self, outcome: str, message: str) -> None:
+        request = self.runs.request
+        for run in request.runs if request else ():
+            if outcome == CANCELLED:
+                self.panes[run].mark_cancelled()
+            elif outcome == FAILED:
+                self.panes[run].mark_failed(message)
+        if outcome == FAILED:
+            self.banner.show_error(message)
+        elif outcome == CANCELLED:
+            self.statusBar().showMessage("Run cancelled", 5000)
+        self._refresh_controls()
+
+    def _update_comparison(self) -> None:
+        baseline, spec = self.baseline_pane.result, self.spec_pane.result
+        comparable = (
+            baseline is not None
+            and spec is not None
+            and self._same_context(self._pane_context.get("baseline"), self._pane_context.get("spec"))
+        )
+        self.comparison.show_results(baseline if comparable else None, spec if comparable else None)
+        self.answers.set_answers(self.baseline_pane.answer.toPlainText(), self.spec_pane.answer.toPlainText())
+
+    @staticmethod
+    def _same_context(a: tuple[Document, str] | None, b: tuple[Document, str] | None) -> bool:
+        return a is not None and b is not None and a[0] is b[0] and a[1] == b[1]
+
+    def _show_answer_diff(self) -> None:
+        self.answers.set_mode("diff")
+        self.show_tab(TAB_ANSWERS)
+
+    def _toggle_answer(self) -> None:
+        self.answers.toggle()
+        self.show_tab(TAB_ANSWERS)
+
+    # --- drag and drop -------------------------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if dropped_paths(event.mimeData()) and not self.runs.is_active:
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        self.dragEnterEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        paths = dropped_paths(event.mimeData())
+        if not paths:
+            event.ignore()
+            return
+        if len(paths) > 1:
+            self.statusBar().showMessage(f"Opened the first of {len(paths)} dropped items", 5000)
+        if self.open_path(paths[0]):
+            event.acceptProposedAction()
+
+    # --- shutdown -------------------------------------------------------------------------
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.runs.cancel()
+        self._close_load_dialog()
+        self.documents.shutdown()
+        self.host.shutdown()
+        super().closeEvent(event)

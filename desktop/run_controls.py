@@ -1,0 +1,119 @@
+"""Keep slider, position mode, the three run buttons and Cancel."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QStandardItemModel
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
+
+KEEP_MIN, KEEP_MAX, KEEP_DEFAULT = 5, 90, 20  # percent
+POSITION_MODES = (
+    ("auto", "auto", "Restore original positions when the runtime supports it, else renumber"),
+    ("restore", "restore", "Kept tokens keep their original positions (needs runtime support)"),
+    ("renumber", "renumber", "Kept tokens are packed and renumbered 0..n"),
+)
+
+
+class RunControls(QWidget):
+    runRequested = Signal(str)  # "both" | "baseline" | "spec"
+    cancelRequested = Signal()
+    keepChanged = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.keep_slider = QSlider(Qt.Orientation.Horizontal)
+        self.keep_slider.setObjectName("keepSlider")
+        self.keep_slider.setRange(KEEP_MIN, KEEP_MAX)
+        self.keep_slider.setValue(KEEP_DEFAULT)
+        self.keep_slider.setMinimumWidth(160)
+        self.keep_slider.setToolTip("Share of the prompt's tokens SpecPrefill keeps")
+        self.keep_label = QLabel()
+        self.keep_label.setMinimumWidth(36)
+        self.keep_slider.valueChanged.connect(self._on_keep)
+        self.positions = QComboBox()
+        self.positions.setObjectName("positionMode")
+        for value, text, tip in POSITION_MODES:
+            self.positions.addItem(text, value)
+            self.positions.setItemData(self.positions.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setObjectName("compareButton")
+        self.baseline_button = QPushButton("Full prefill only")
+        self.spec_button = QPushButton("SpecPrefill only")
+        self._tips = {
+            self.compare_button: "Run full prefill, then SpecPrefill, and compare them",
+            self.baseline_button: "Prefill the whole prompt into the target (the baseline)",
+            self.spec_button: "Let the draft pick the tokens that matter; prefill only those",
+        }
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop the run or the loading in progress (Esc)")
+        self.cancel_button.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        self.cancel_button.setEnabled(False)
+        self.compare_button.clicked.connect(lambda: self.runRequested.emit("both"))
+        self.baseline_button.clicked.connect(lambda: self.runRequested.emit("baseline"))
+        self.spec_button.clicked.connect(lambda: self.runRequested.emit("spec"))
+        self.cancel_button.clicked.connect(self.cancelRequested)
+        self._build_layout()
+        self._on_keep(self.keep_slider.value())
+        self.set_state(can_run=False, cancellable=False, reason="Open a document first")
+
+    def _build_layout(self) -> None:
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(QLabel("Keep:"))
+        layout.addWidget(self.keep_slider)
+        layout.addWidget(self.keep_label)
+        layout.addSpacing(12)
+        layout.addWidget(QLabel("Positions:"))
+        layout.addWidget(self.positions)
+        layout.addStretch(1)
+        for button in self.run_buttons:
+            layout.addWidget(button)
+        layout.addWidget(self.cancel_button)
+
+    @property
+    def run_buttons(self) -> tuple[QPushButton, ...]:
+        return (self.compare_button, self.baseline_button, self.spec_button)
+
+    @property
+    def keep_percent(self) -> int:
+        return self.keep_slider.value()
+
+    @property
+    def keep_fraction(self) -> float:
+        return self.keep_slider.value() / 100.0
+
+    @property
+    def position_mode(self) -> str:
+        return self.positions.currentData()
+
+    def set_keep_percent(self, percent: int) -> None:
+        self.keep_slider.setValue(percent)
+
+    def set_position_mode(self, mode: str) -> None:
+        index = self.positions.findData(mode)
+        if index >= 0 and self._item_enabled(index):
+            self.positions.setCurrentIndex(index)
+
+    def set_restore_supported(self, supported: bool) -> None:
+        """Grey out "restore" where the runtime cannot place tokens at gapped positions."""
+        index = self.positions.findData("restore")
+        item = self._model().item(index)
+        item.setEnabled(supported)
+        if not supported and self.positions.currentIndex() == index:
+            self.positions.setCurrentIndex(self.positions.findData("auto"))
+
+    def set_state(self, *, can_run: bool, cancellable: bool, reason: str = "") -> None:
+        for button in self.run_buttons:
+            button.setEnabled(can_run)
+            button.setToolTip(self._tips[button] if can_run else reason)  # say why it is greyed out
+        self.cancel_button.setEnabled(cancellable)
+
+    def _on_keep(self, value: int) -> None:
+        self.keep_label.setText(f"{value}%")
+        self.keepChanged.emit(value)
+
+    def _model(self) -> QStandardItemModel:
+        return self.positions.model()
+
+    def _item_enabled(self, index: int) -> bool:
+        return self._model().item(index).isEnabled()

@@ -1,0 +1,225 @@
+"""One run's live view ("Full prefill" or "SpecPrefill"): stage, progress, TTFT, stats, answer."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QTextCursor
+from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QPlainTextEdit, QProgressBar, QVBoxLayout, QWidget
+
+from engine.events import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
+from desktop.formatting import fmt_count, fmt_percent, fmt_rate, fmt_seconds
+
+STAGE_TEXT = {
+    "tokenizing": "Tokenizing",
+    "draft": "Draft scoring",
+    "select": "Selecting chunks",
+    "prefill": "Prefill",
+    "generating": "Generating",
+    "done": "Done",
+}
+POSITION_TEXT = {"restore": "restore (original positions)", "renumber": "renumber (packed)", "contiguous": "contiguous"}
+NOT_YET = "—"
+TTFT_CAPTION = "time to first token"
+TTFT_PROVISIONAL = "time to first token (as measured here; the engine's figure follows)"
+
+
+class RunPane(QFrame):
+    def __init__(self, run: str, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.run = run
+        self.setObjectName(f"{run}Pane")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self._result: RunResult | None = None
+        self._stage_started: float | None = None
+        self._max_new_tokens = 0
+        self._generated = 0
+
+        self.title = QLabel(title)
+        self.title.setStyleSheet("font-weight: bold; font-size: 15px;")
+        self.status = QLabel("Idle")
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(False)
+        self.progress.setMaximumHeight(10)
+        self.ttft = QLabel(NOT_YET)
+        self.ttft.setObjectName("ttft")
+        big = QFont(self.font())
+        big.setPointSize(26)
+        big.setBold(True)
+        self.ttft.setFont(big)
+        self.ttft_caption = QLabel(TTFT_CAPTION)
+        self.ttft_caption.setStyleSheet("color: palette(mid);")
+        self.prefilled = QLabel(NOT_YET)
+        self.decode = QLabel(NOT_YET)
+        self.kept = QLabel(NOT_YET)
+        self.positions = QLabel(NOT_YET)
+        self.notice = QLabel("")
+        self.notice.setWordWrap(True)
+        self.notice.setStyleSheet("background: #fff3cd; color: #664d03; border: 1px solid #ffe69c; padding: 4px;")
+        self.notice.hide()
+        for label in (self.status, self.notice):
+            label.setTextFormat(Qt.TextFormat.PlainText)  # engine messages are not markup
+        self.answer = QPlainTextEdit()
+        self.answer.setReadOnly(True)
+        self.answer.setPlaceholderText("The answer streams here.")
+        self._build_layout()
+
+    @property
+    def is_spec(self) -> bool:
+        return self.run == "spec"
+
+    @property
+    def result(self) -> RunResult | None:
+        return self._result
+
+    def _build_layout(self) -> None:
+        stats = QFormLayout()
+        stats.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        stats.addRow("Tokens prefilled:", self.prefilled)
+        stats.addRow("Decode:", self.decode)
+        if self.is_spec:
+            stats.addRow("Kept:", self.kept)
+            stats.addRow("Positions:", self.positions)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.title)
+        layout.addWidget(self.status)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.ttft)
+        layout.addWidget(self.ttft_caption)
+        layout.addLayout(stats)
+        layout.addWidget(self.notice)
+        layout.addWidget(self.answer, 1)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def begin(self, max_new_tokens: int, waiting_for: str | None = None) -> None:
+        """Clear the pane for a new run; `waiting_for` names the run this one queues behind."""
+        self._result = None
+        self._stage_started = None
+        self._max_new_tokens = max_new_tokens
+        self._generated = 0
+        self.status.setText(f"Waiting for {waiting_for}…" if waiting_for else "Starting…")
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        for label in (self.ttft, self.prefilled, self.decode, self.kept, self.positions):
+            label.setText(NOT_YET)
+        self.ttft.setStyleSheet("")
+        self.ttft_caption.setText(TTFT_CAPTION)
+        self.notice.clear()
+        self.notice.hide()
+        self.answer.clear()
+
+    def mark_cancelling(self) -> None:
+        if self._result is None:
+            self.status.setText("Cancelling…")
+
+    def mark_cancelled(self) -> None:
+        if self._result is None:
+            self.status.setText("Cancelled")
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+
+    def mark_failed(self, message: str) -> None:
+        if self._result is None:
+            self.status.setText(f"Failed: {message}")
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+
+    def add_notice(self, message: str) -> None:
+        text = self.notice.text()
+        self.notice.setText(f"{text}\n{message}" if text else message)
+        self.notice.show()
+
+    # --- events --------------------------------------------------------------------------------
+
+    def apply(self, event: object) -> None:
+        if isinstance(event, StageChanged):
+            self._on_stage(event)
+        elif isinstance(event, Progress):
+            self._on_progress(event)
+        elif isinstance(event, TokenGenerated):
+            self._on_token(event)
+        elif isinstance(event, SelectionMade):
+            self._on_selection(event)
+        elif isinstance(event, RunFinished):
+            self._on_finished(event.result)
+        elif isinstance(event, Notice):
+            self.add_notice(event.message)
+
+    def _on_stage(self, event: StageChanged) -> None:
+        if self._stage_started is None:
+            self._stage_started = time.monotonic()
+        # The engine's detail already names the stage ("prefilling 1600 of 8000 tokens").
+        text = event.detail[:1].upper() + event.detail[1:] if event.detail else None
+        self.status.setText(text or f"{STAGE_TEXT.get(event.stage, event.stage.capitalize())}…")
+        if event.stage == "generating":
+            self.progress.setRange(0, max(self._max_new_tokens, 1))
+            self.progress.setValue(0)
+        elif event.stage == "done":
+            self.progress.setRange(0, 1)
+            self.progress.setValue(1)
+        else:
+            self.progress.setRange(0, 0)  # busy until the first Progress says how far
+
+    def _on_progress(self, event: Progress) -> None:
+        text = STAGE_TEXT.get(event.stage, event.stage.capitalize())
+        self.status.setText(f"{text} {fmt_count(event.done)} of {fmt_count(event.total)} tokens")
+        self.progress.setRange(0, max(event.total, 1))
+        self.progress.setValue(min(event.done, event.total))
+
+    def _on_token(self, event: TokenGenerated) -> None:
+        if self._generated == 0 and self._stage_started is not None:
+            # Until the run reports its exact TTFT, show what the user actually waited.
+            self.ttft.setText(fmt_seconds(time.monotonic() - self._stage_started))
+            self.ttft.setStyleSheet("color: palette(mid);")
+            self.ttft_caption.setText(TTFT_PROVISIONAL)
+        self._generated = event.index + 1
+        self.status.setText(f"Generating: {fmt_count(self._generated)} tokens")
+        self.progress.setValue(min(self._generated, self.progress.maximum()))
+        self._append_answer(event.text)
+
+    def _append_answer(self, text: str) -> None:
+        """Append at the end; keep following the text only if the reader was already at the bottom."""
+        bar = self.answer.verticalScrollBar()
+        following = bar.value() >= bar.maximum()
+        cursor = QTextCursor(self.answer.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text)
+        if following:
+            bar.setValue(bar.maximum())
+
+    def _on_selection(self, event: SelectionMade) -> None:
+        selection = event.selection
+        if selection.chunk_starts:
+            self.kept.setText(
+                f"{len(selection.kept_chunks)} of {len(selection.chunk_starts)} chunks"
+            )
+
+    def _on_finished(self, result: RunResult) -> None:
+        self._result = result
+        self.status.setText("Done" + (f" ({result.stop_reason})" if result.stop_reason else ""))
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1)
+        self.ttft.setText(fmt_seconds(result.ttft_s))
+        self.ttft.setStyleSheet("")
+        self.ttft_caption.setText(TTFT_CAPTION)
+        self.prefilled.setText(f"{fmt_count(result.prefill_tokens)} of {fmt_count(result.prompt_tokens)}")
+        self.decode.setText(fmt_rate(result.decode_tok_s))
+        if result.answer and result.answer != self.answer.toPlainText():
+            self.answer.setPlainText(result.answer)  # the final answer is authoritative
+        if self.is_spec:
+            self._show_spec_result(result)
+
+    def _show_spec_result(self, result: RunResult) -> None:
+        if result.bypassed:
+            self.kept.setText("100% (bypassed)")
+            self.positions.setText("contiguous")
+            reason = f": {result.bypass_reason}" if result.bypass_reason else ""
+            # Replaces the engine's own "bypassed: ..." notice rather than repeating it.
+            self.notice.setText(f"SpecPrefill bypassed (below threshold){reason}")
+            self.notice.show()
+            return
+        self.kept.setText(f"{fmt_percent(result.kept_fraction)} of {fmt_count(result.prompt_tokens)} tokens")
+        self.positions.setText(POSITION_TEXT.get(result.positions, result.positions))

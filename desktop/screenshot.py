@@ -1,0 +1,129 @@
+"""Drive the window to a chosen moment (ready, mid-run, or after a compare) and save a PNG.
+
+Used by `specprefill-gui --screenshot`. It only watches the window's sessions and
+presses the same buttons a user would; it never touches the engine itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QApplication
+
+from engine.events import TokenGenerated
+from desktop.main_window import MainWindow
+
+log = logging.getLogger(__name__)
+
+WHEN_FINISHED, WHEN_RUNNING = "finished", "running"
+TOKENS_BEFORE_RUNNING_SHOT = 5  # enough streamed text that the spec pane visibly generates
+EXIT_OK, EXIT_UI_ERROR, EXIT_SAVE_FAILED, EXIT_TIMEOUT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class ShotPlan:
+    out: Path
+    document: str | None = None
+    question: str | None = None
+    when: str = WHEN_FINISHED
+    tab: str | None = None
+    width: int = 1400
+    height: int = 900
+    timeout_s: float = 1800.0
+
+
+class ScreenshotDirector(QObject):
+    done = Signal(int)  # exit code
+
+    def __init__(self, window: MainWindow, plan: ShotPlan, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.window = window
+        self.plan = plan
+        self._phase = "prepare"
+        self._count_failed = False
+        self._poll = QTimer(self)
+        self._poll.setInterval(100)
+        self._poll.timeout.connect(self._tick)
+        self._deadline = QTimer(self)
+        self._deadline.setSingleShot(True)
+        self._deadline.timeout.connect(self._on_timeout)
+        window.documents.tokenCountFailed.connect(self._on_count_failed)
+        window.runs.event.connect(self._on_run_event)
+
+    def begin(self) -> None:
+        self.window.resize(self.plan.width, self.plan.height)
+        self.window.show()
+        self.window.start()
+        if self.plan.document:
+            self.window.open_path(self.plan.document)
+        self._deadline.start(int(self.plan.timeout_s * 1000))
+        self._poll.start()
+
+    # --- phases --------------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        if self._phase == "prepare" and self._prepared():
+            self._after_prepare()
+        elif self._phase == "run" and not self.window.runs.is_active:
+            self._shoot()
+
+    def _prepared(self) -> bool:
+        """Models settled (ready or failed), document settled, and its tokens counted when possible."""
+        window = self.window
+        if window.host.is_loading or window.documents.is_loading:
+            return False
+        if window.host.is_ready and window.documents.document is not None:
+            return window.documents.tokens is not None or self._count_failed
+        return True
+
+    def _after_prepare(self) -> None:
+        if not self.plan.question:
+            self._shoot()
+            return
+        self.window.question.set_question(self.plan.question)
+        if self.window.start_run("both"):
+            self._phase = "run"
+        else:
+            log.warning("could not start the run for the screenshot; shooting the window as it is")
+            self._shoot()
+
+    def _on_run_event(self, event: object) -> None:
+        if (
+            self._phase == "run"
+            and self.plan.when == WHEN_RUNNING
+            and isinstance(event, TokenGenerated)
+            and event.run == "spec"
+            and event.index + 1 >= TOKENS_BEFORE_RUNNING_SHOT
+        ):
+            self._shoot()
+            self.window.cancel()  # the shot is taken; no need to finish the run
+
+    def _on_count_failed(self, _message: str) -> None:
+        self._count_failed = True
+
+    def _on_timeout(self) -> None:
+        log.error("screenshot timed out after %.0f s; saving the window as it is", self.plan.timeout_s)
+        self._shoot(EXIT_TIMEOUT)
+
+    # --- the shot --------------------------------------------------------------------------------
+
+    def _shoot(self, code: int | None = None) -> None:
+        if self._phase == "shot":
+            return
+        self._phase = "shot"
+        self._poll.stop()
+        self._deadline.stop()
+        if self.plan.tab:
+            self.window.show_tab(self.plan.tab)
+        QApplication.processEvents()  # let layouts and the last updates paint
+        saved = self.window.grab().save(str(self.plan.out), "PNG")
+        if not saved:
+            log.error("could not write %s", self.plan.out)
+            code = EXIT_SAVE_FAILED
+        elif code is None:
+            code = EXIT_UI_ERROR if self.window.banner.kind == "error" else EXIT_OK
+        log.info("screenshot %s (exit %d)", self.plan.out, code)
+        self.done.emit(code)

@@ -1,0 +1,119 @@
+"""Everything the GUI remembers between sessions, kept in one QSettings.
+
+Defaults come from the engine's own dataclasses, so the GUI never carries a
+second copy of them. Tests pass a QSettings on a temporary ini file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+
+from engine.settings import ModelSettings, RunSettings
+from desktop.run_controls import KEEP_DEFAULT, KEEP_MAX, KEEP_MIN
+
+ORGANIZATION = "SpecPrefill"
+APPLICATION = "specprefill-gui"
+MAX_RECENT = 10
+_DEFAULT_MODELS = ModelSettings()
+_DEFAULT_RUN = RunSettings()
+
+
+@dataclass
+class RunPreferences:
+    """The RunSettings fields the Settings dialog edits; the rest come from the main window."""
+
+    chunk_size: int = _DEFAULT_RUN.chunk_size
+    lookahead: int = _DEFAULT_RUN.lookahead
+
+
+def default_qsettings() -> QSettings:
+    return QSettings(ORGANIZATION, APPLICATION)
+
+
+class SettingsStore:
+    def __init__(self, settings: QSettings) -> None:
+        self._s = settings
+
+    # --- models ----------------------------------------------------------------------------
+
+    def model_settings(self) -> ModelSettings:
+        threads = self._int("models/n_threads", 0)
+        return ModelSettings(
+            target_path=self._path("models/target_path"),
+            draft_path=self._path("models/draft_path"),
+            device=self._choice("models/device", ("auto", "cuda", "cpu"), _DEFAULT_MODELS.device),
+            n_threads=threads if threads > 0 else None,
+            n_ctx=self._int("models/n_ctx", _DEFAULT_MODELS.n_ctx),
+            n_batch=self._int("models/n_batch", _DEFAULT_MODELS.n_batch),
+        )
+
+    def save_model_settings(self, settings: ModelSettings) -> None:
+        self._s.setValue("models/target_path", str(settings.target_path or ""))
+        self._s.setValue("models/draft_path", str(settings.draft_path or ""))
+        self._s.setValue("models/device", settings.device)
+        self._s.setValue("models/n_threads", settings.n_threads or 0)
+        self._s.setValue("models/n_ctx", settings.n_ctx)
+        self._s.setValue("models/n_batch", settings.n_batch)
+        self._s.sync()
+
+    # --- run preferences -----------------------------------------------------------------------
+
+    def run_preferences(self) -> RunPreferences:
+        return RunPreferences(**{f.name: self._int(f"run/{f.name}", f.default) for f in fields(RunPreferences)})
+
+    def save_run_preferences(self, prefs: RunPreferences) -> None:
+        for f in fields(RunPreferences):
+            self._s.setValue(f"run/{f.name}", getattr(prefs, f.name))
+        self._s.sync()
+
+    def keep_percent(self) -> int:
+        return min(max(self._int("ui/keep_percent", KEEP_DEFAULT), KEEP_MIN), KEEP_MAX)
+
+    def save_keep_percent(self, percent: int) -> None:
+        self._s.setValue("ui/keep_percent", percent)
+
+    def position_mode(self) -> str:
+        return self._choice("ui/position_mode", ("auto", "restore", "renumber"), "auto")
+
+    def save_position_mode(self, mode: str) -> None:
+        self._s.setValue("ui/position_mode", mode)
+
+    # --- recent files --------------------------------------------------------------------------
+
+    def recent_files(self) -> list[str]:
+        raw = str(self._s.value("recent/files", "") or "")
+        return [line for line in raw.split("\n") if line]
+
+    def add_recent(self, path: str) -> None:
+        paths = [path] + [p for p in self.recent_files() if p != path]
+        self._save_recent(paths[:MAX_RECENT])
+
+    def remove_recent(self, path: str) -> None:
+        self._save_recent([p for p in self.recent_files() if p != path])
+
+    def clear_recent(self) -> None:
+        self._save_recent([])
+
+    def _save_recent(self, paths: list[str]) -> None:
+        # One newline-joined string: list values round-trip unreliably through ini files.
+        self._s.setValue("recent/files", "\n".join(paths))
+        self._s.sync()
+
+    # --- typed reads -------------------------------------------------------------------------
+
+    def _int(self, key: str, default: int) -> int:
+        try:
+            return int(self._s.value(key, default))
+        except (TypeError, ValueError):
+            return default
+
+    def _path(self, key: str) -> Path | None:
+        value = str(self._s.value(key, "") or "").strip()
+        return Path(value).expanduser() if value else None
+
+    def _choice(self, key: str, allowed: tuple[str, ...], default: str) -> str:
+        value = str(self._s.value(key, default))
+        return value if value in allowed else default
