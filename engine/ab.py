@@ -145,15 +145,15 @@ def run_suite(engine: Engine, cases: list[Case], keeps: list[str], settings: Run
 
 
 def run_suite_report(engine: Engine, cases: list[Case], keeps: list[str], settings: RunSettings,
-                     cancel: CancelToken = NEVER, on_progress: Callable[[AbProgress], None] | None = None,
+                     cancel: CancelToken = NEVER, on_progress: Callable[[AbProgress | AbRunDone], None] | None = None,
                      *, password: str | None = None) -> AbReport:
-    """run_suite for callers that only want the report, with an optional progress callback."""
+    """run_suite for callers that only want the report; `on_progress` sees every event before it."""
     for event in run_suite(engine, cases, keeps, settings, cancel, password=password):
-        if isinstance(event, AbProgress) and on_progress:
-            on_progress(event)
-        elif isinstance(event, AbFinished):
+        if isinstance(event, AbFinished):
             return event.report
-    raise AbError("the suite ended without a report")  # unreachable unless run_suite changes
+        if on_progress:
+            on_progress(event)
+    raise AbError("the suite ended without a report")  # unreachable: run_suite always finishes with one
 
 
 class _ProgressTracker:

@@ -15,9 +15,9 @@ import json
 import sys
 from pathlib import Path
 
-from engine.ab import DEFAULT_KEEPS, AbError, AbFinished, AbProgress, AbRunDone, parse_keeps, run_suite
+from engine.ab import DEFAULT_KEEPS, AbError, AbProgress, AbRunDone, parse_keeps, run_suite_report
 from engine.cancel import CancelToken
-from engine.report import MISSING, fmt_fraction, fmt_ratio, fmt_seconds, write_csv, write_html
+from engine.report import MISSING, count, fmt_fraction, fmt_ratio, fmt_seconds, write_csv, write_html
 from engine.suite import load_suite
 
 
@@ -50,7 +50,8 @@ def cmd_ab(args, cancel: CancelToken) -> int:
 
     engine = load_engine(args, quiet=args.json)
     try:
-        report = _run_with_progress(engine, cases, keeps, settings, cancel, args.password).to_json()
+        report = run_suite_report(engine, cases, keeps, settings, cancel, print_progress,
+                                  password=args.password).to_json()
     finally:
         engine.close()
     _write_files(report, args.report, args.csv)
@@ -69,16 +70,13 @@ def require_writable_folder(path: Path) -> None:
         raise AbError(f"cannot write {path}: folder {path.parent} does not exist")
 
 
-def _run_with_progress(engine, cases, keeps, settings, cancel, password):
-    for event in run_suite(engine, cases, keeps, settings, cancel, password=password):
-        if isinstance(event, AbProgress):
-            print(progress_line(event), file=sys.stderr, flush=True)
-        elif isinstance(event, AbRunDone):
-            print(f"[ab]   {event.label}: TTFT {event.result.ttft_s:.2f} s"
-                  + (" (bypassed)" if event.result.bypassed else ""), file=sys.stderr, flush=True)
-        elif isinstance(event, AbFinished):
-            return event.report
-    raise AbError("the suite ended without a report")
+def print_progress(event: AbProgress | AbRunDone) -> None:
+    if isinstance(event, AbProgress):
+        line = progress_line(event)
+    else:
+        bypassed = " (bypassed)" if event.result.bypassed else ""
+        line = f"[ab]   {event.label}: TTFT {event.result.ttft_s:.2f} s{bypassed}"
+    print(line, file=sys.stderr, flush=True)
 
 
 def _write_files(report: dict, html_path: Path | None, csv_path: Path | None) -> None:
@@ -112,7 +110,7 @@ def format_summary(summary: dict) -> str:
     """The overall table, then accuracy (or agreement) per kind."""
     rows = [_summary_cells("baseline", summary["baseline"])]
     rows += [_summary_cells(f"keep {keep}", s) for keep, s in summary["spec"].items()]
-    lines = [f"{summary['n_cases']} cases", *_align([TABLE_HEAD, *rows])]
+    lines = [count(summary["n_cases"], "case"), *_align([TABLE_HEAD, *rows])]
     lines += ["", "by kind (accuracy; agreement for kinds without answers):"]
     lines += _align([("kind", "cases", "baseline", *(f"keep {k}" for k in summary["keeps"])),
                      *(_kind_cells(kind, k) for kind, k in sorted(summary["by_kind"].items()))])

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from engine.ab_cli import add_ab_parser, cmd_ab
 from engine.cancel import CancelToken
 from engine.errors import Cancelled, SpecPrefillError
 
@@ -280,7 +281,7 @@ def cmd_estimate(args, cancel: CancelToken) -> int:
 
 # -- parser ------------------------------------------------------------------
 COMMANDS: dict[str, Callable] = {"run": cmd_run, "models": cmd_models, "bench": cmd_bench,
-                                 "calibrate": cmd_calibrate, "estimate": cmd_estimate}
+                                 "calibrate": cmd_calibrate, "estimate": cmd_estimate, "ab": cmd_ab}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -323,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--tokens", type=int, required=True)
     est.add_argument("--keep", type=keep_fraction, default=0.2)
     est.add_argument("--json", action="store_true")
+
+    add_ab_parser(sub)
     return parser
 
 

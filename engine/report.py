@@ -51,7 +51,7 @@ def write_csv(report: dict, path) -> None:
 
 CSV_COLUMNS = ("case_id", "kind", "run", "keep", "answer", "correct", "agreement", "ttft_s", "tokenize_s",
                "draft_s", "select_s", "target_prefill_s", "prompt_tokens", "prefill_tokens", "kept_fraction",
-               "positions", "bypassed", "generated_tokens", "stop_reason")
+               "positions", "bypassed", "bypass_reason", "generated_tokens", "stop_reason")
 
 
 def render_csv(report: dict) -> str:
@@ -83,7 +83,7 @@ def render_html(report: dict) -> str:
     summary, env = report["summary"], report["environment"]
     body = "\n".join([
         "<h1>SpecPrefill A/B report</h1>",
-        f'<p class="muted">{summary["n_cases"]} cases · keep {escape(", ".join(summary["keeps"]))} · '
+        f'<p class="muted">{count(summary["n_cases"], "case")} · keep {escape(", ".join(summary["keeps"]))} · '
         f'{escape(str(env.get("date", "")))}</p>',
         "<h2>Plots</h2>", _plots(summary),
         "<h2>Summary</h2>", _summary_table(summary["baseline"], summary["spec"]),
@@ -126,7 +126,7 @@ def _accuracy_text(s: dict) -> str:
 
 
 def _by_kind(by_kind: dict) -> str:
-    sections = [f'<h3>{escape(kind)} <span class="muted">({k["n_cases"]} cases)</span></h3>'
+    sections = [f'<h3>{escape(kind)} <span class="muted">({count(k["n_cases"], "case")})</span></h3>'
                 + _summary_table(k["baseline"], k["spec"]) for kind, k in sorted(by_kind.items())]
     return "\n".join(sections)
 
@@ -190,6 +190,10 @@ def _num_cell(text: str) -> str:
     return f'<td class="num">{text}</td>'
 
 
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def fmt_fraction(x: float | None) -> str:
     return MISSING if x is None else f"{x:.1%}"
 
@@ -225,7 +229,8 @@ def ttft_plot_png(summary: dict) -> str:
     if baseline_ttft is not None:
         ax.axhline(baseline_ttft, color=BASELINE_COLOR, linestyle="--", label="baseline")
     _plot_series(ax, keeps, [spec[k]["mean_ttft_s"] for k in keeps], SPEC_COLOR, "-", "SpecPrefill")
-    _plot_series(ax, keeps, [spec[k].get("mean_draft_s") for k in keeps], SPEC_COLOR, ":", "of which draft")
+    _plot_series(ax, keeps, [spec[k].get("mean_draft_s") for k in keeps], SPEC_COLOR, ":",
+                 "draft scoring (part of TTFT)")
     ax.set_ylim(bottom=0)
     return _finish(fig, ax, keeps)
 

@@ -1,0 +1,456 @@
+"""A/B suites: parsing, scoring and aggregation over a fake engine, HTML/CSV reports, atomic writes, CLI."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import io
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from engine import atomic, models
+from engine.ab import (AbError, AbFinished, AbProgress, AbRunDone, estimate_remaining, parse_keeps,
+                       run_suite, run_suite_report)
+from engine.ab_cli import add_ab_parser, cmd_ab, format_duration
+from engine.atomic import write_text_atomic
+from engine.cancel import NEVER
+from engine.errors import ContextOverflowError, SpecPrefillError
+from engine.events import RunFinished, RunResult, StageChanged
+from engine.report import render_csv, render_html, write_csv
+from engine.settings import RunSettings
+from engine.suite import Case, SuiteError, load_suite
+
+# -- a scripted engine ------------------------------------------------------------------
+# (question, "baseline" or keep as typed) -> (answer, ttft_s)
+SCRIPT = {
+    ("grid?", "baseline"): ("The grid has sixteen divisions", 10.0),
+    ("grid?", "0.1"): ("Sixteen divisions", 2.0),
+    ("grid?", "0.5"): ("Eight divisions", 4.0),
+    ("etchant?", "baseline"): ("ferric chloride", 20.0),
+    ("etchant?", "0.1"): ("water", 4.0),
+    ("etchant?", "0.5"): ("ferric chloride", 6.0),
+    ("summary?", "baseline"): ("a guide to mpich", 30.0),
+    ("summary?", "0.1"): ("a guide to mpich", 6.0),
+    ("summary?", "0.5"): ("totally unrelated words", 8.0),
+}
+KEEPS = ["0.1", "0.5"]
+PROMPT_TOKENS = 1000
+
+
+def fake_info(target_path: Path = Path("/models/custom-target.gguf")) -> SimpleNamespace:
+    return SimpleNamespace(target_name="fake target", draft_name="fake draft", target_path=target_path,
+                           draft_path=models.DRAFT.path, device="cpu", positions_supported=True, n_ctx=32768)
+
+
+class FakeEngine:
+    """Answers from SCRIPT; records what it was asked so tests can check the settings it got."""
+
+    def __init__(self, script=SCRIPT, bypass_keeps=(), fail_on=None, info=None):
+        self.script = script
+        self.bypass_keeps = set(bypass_keeps)
+        self.fail_on = fail_on
+        self.info = info or fake_info()
+        self.calls: list[tuple] = []
+        self.closed = False
+
+    def stream(self, document, question, mode, settings, cancel=NEVER):
+        self.calls.append((document, question, mode, settings))
+        if question == self.fail_on:
+            raise ContextOverflowError("the prompt has 40000 tokens")
+        key = "baseline" if mode == "baseline" else _typed_keep(settings.keep)
+        answer, ttft = self.script[(question, key)]
+        yield StageChanged(mode, "tokenizing")
+        yield RunFinished(mode, self._result(mode, key, answer, ttft))
+
+    def _result(self, mode, key, answer, ttft) -> RunResult:
+        common = dict(run=mode, answer=answer, prompt_tokens=PROMPT_TOKENS, ttft_s=ttft, decode_tok_s=10.0,
+                      generated_tokens=4, tokenize_s=0.1, stop_reason="eos")
+        if mode == "baseline" or key in self.bypass_keeps:
+            return RunResult(**common, prefill_tokens=PROMPT_TOKENS, target_prefill_s=ttft - 0.2,
+                             bypassed=mode == "spec", bypass_reason="below threshold" if mode == "spec" else "")
+        keep = float(key)
+        return RunResult(**common, prefill_tokens=int(PROMPT_TOKENS * keep), target_prefill_s=ttft - 1.0,
+                         draft_s=0.8, select_s=0.01, kept_fraction=keep, positions="restore")
+
+    def close(self):
+        self.closed = True
+
+
+def _typed_keep(value: float) -> str:
+    return next(k for k in KEEPS if float(k) == value)
+
+
+# -- suite files -------------------------------------------------------------------------
+@pytest.fixture
+def suite_dir(tmp_path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "xfig.txt").write_text("The XFig grid is sixteen divisions to an inch. Use ferric chloride.")
+    (docs / "mpich.txt").write_text("MPICH is an implementation of MPI. Hydra is its process manager.")
+    return tmp_path
+
+
+def write_suite(folder: Path, lines: list[str], name: str = "suite.jsonl") -> Path:
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def case_line(**fields) -> str:
+    return json.dumps(fields)
+
+
+GOOD_LINES = [
+    "# three cases on two documents",
+    case_line(id="grid", doc="docs/xfig.txt", question="grid?", answers=["sixteen", "16"], kind="number"),
+    "",
+    case_line(id="etchant", doc="docs/xfig.txt", question="etchant?", answers=["ferric chloride"], kind="number"),
+    case_line(id="summary", doc="docs/mpich.txt", question="summary?", kind="summary"),
+]
+
+
+@pytest.fixture
+def suite_path(suite_dir) -> Path:
+    return write_suite(suite_dir, GOOD_LINES)
+
+
+def test_suite_parses_cases_with_paths_relative_to_the_suite_file(suite_path, suite_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path.parent)  # the working folder must not matter
+    cases = load_suite(suite_path)
+    assert [c.id for c in cases] == ["grid", "etchant", "summary"]
+    assert cases[0] == Case(id="grid", doc=(suite_dir / "docs" / "xfig.txt").resolve(), question="grid?",
+                            answers=("sixteen", "16"), kind="number", line=2)
+    assert cases[2].answers is None and cases[2].line == 5
+
+
+def test_kind_defaults_to_other_and_folders_are_documents(suite_dir):
+    path = write_suite(suite_dir, [case_line(id="c", doc="docs", question="what?")])
+    (case,) = load_suite(path)
+    assert case.kind == "other" and case.doc == (suite_dir / "docs").resolve()
+
+
+@pytest.mark.parametrize("bad_line, needle", [
+    ('{"id": "x", "doc": "docs/xfig.txt", "question": "q?"', "invalid JSON"),
+    ('["id", "x"]', "expected a JSON object"),
+    (case_line(id="x", doc="docs/xfig.txt"), "missing field 'question'"),
+    (case_line(id=7, doc="docs/xfig.txt", question="q?"), "field 'id' must be a non-empty string"),
+    (case_line(id="x", doc="docs/xfig.txt", question="  "), "field 'question' must be a non-empty string"),
+    (case_line(id="x", doc="docs/xfig.txt", question="q?", answers="sixteen"), "field 'answers'"),
+    (case_line(id="x", doc="docs/xfig.txt", question="q?", answers=[]), "field 'answers'"),
+    (case_line(id="x", doc="docs/xfig.txt", question="q?", answers=["ok", 3]), "field 'answers'"),
+    (case_line(id="x", doc="docs/xfig.txt", question="q?", kind=["fact"]), "field 'kind'"),
+    (case_line(id="x", doc="docs/xfig.txt", question="q?", answer=["typo"]), "unknown field 'answer'"),
+    (case_line(id="x", doc="docs/nope.pdf", question="q?"), "document not found: docs/nope.pdf"),
+])
+def test_bad_line_is_reported_with_file_and_line_number(suite_dir, bad_line, needle):
+    path = write_suite(suite_dir, [*GOOD_LINES, "# the next line is bad", bad_line])
+    with pytest.raises(SuiteError) as err:
+        load_suite(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:7: "), message
+    assert needle in message
+    assert isinstance(err.value, SpecPrefillError)  # the CLI turns it into one line, exit 2
+
+
+def test_duplicate_id_names_both_lines(suite_dir):
+    path = write_suite(suite_dir, [*GOOD_LINES, case_line(id="etchant", doc="docs/mpich.txt", question="q?")])
+    with pytest.raises(SuiteError, match=r"suite\.jsonl:6: duplicate id 'etchant' \(first used on line 4\)"):
+        load_suite(path)
+
+
+def test_missing_and_empty_suite_files(suite_dir):
+    with pytest.raises(SuiteError, match="no such suite file"):
+        load_suite(suite_dir / "absent.jsonl")
+    with pytest.raises(SuiteError, match="no cases"):
+        load_suite(write_suite(suite_dir, ["# nothing yet", ""]))
+
+
+# -- keep list -------------------------------------------------------------------------------
+def test_keeps_stay_as_typed():
+    assert parse_keeps("0.10, 0.2,1") == ["0.10", "0.2", "1"]
+
+
+@pytest.mark.parametrize("text", ["0", "1.5", "-0.1", "abc", "", "0.1,,0.2", "0.2,0.2", "nan", "inf"])
+def test_bad_keep_lists_are_rejected(text):
+    with pytest.raises(AbError, match="keep"):
+        parse_keeps(text)
+
+
+# -- running and aggregation ----------------------------------------------------------------
+@pytest.fixture
+def finished(suite_path):
+    engine = FakeEngine()
+    events = list(run_suite(engine, load_suite(suite_path), KEEPS, RunSettings(force=True)))
+    return engine, events, events[-1].report.to_json()
+
+
+def test_summary_matches_hand_computed_values(finished):
+    _, _, report = finished
+    s = report["summary"]
+    assert s["n_cases"] == 3 and s["keeps"] == KEEPS
+    # baseline: grid and etchant are right; the summary case has no answers
+    assert s["baseline"]["accuracy"] == 1.0 and s["baseline"]["n_scored"] == 2
+    assert s["baseline"]["mean_ttft_s"] == pytest.approx(20.0)
+    # ROUGE-L F1 against the baseline answer:
+    #   "Sixteen divisions" vs "The grid has sixteen divisions": P 2/2, R 2/5 -> 4/7
+    #   "Eight divisions": LCS 1, P 1/2, R 1/5 -> 2/7;  "water" -> 0;  identical -> 1;  disjoint -> 0
+    low, high = s["spec"]["0.1"], s["spec"]["0.5"]
+    assert low["accuracy"] == 0.5 and high["accuracy"] == 0.5
+    assert low["agreement"] == pytest.approx((4 / 7 + 0 + 1) / 3)
+    assert high["agreement"] == pytest.approx((2 / 7 + 1 + 0) / 3)
+    assert low["mean_ttft_s"] == pytest.approx(4.0) and high["mean_ttft_s"] == pytest.approx(6.0)
+    assert low["speedup"] == pytest.approx(5.0) and high["speedup"] == pytest.approx(20 / 6)
+    assert low["mean_kept_fraction"] == pytest.approx(0.1) and high["n_bypassed"] == 0
+    assert low["mean_draft_s"] == pytest.approx(0.8)
+
+
+def test_summary_by_kind(finished):
+    by_kind = finished[2]["summary"]["by_kind"]
+    assert set(by_kind) == {"number", "summary"}
+    number, summary = by_kind["number"], by_kind["summary"]
+    assert number["n_cases"] == 2
+    assert number["baseline"]["accuracy"] == 1.0 and number["baseline"]["mean_ttft_s"] == pytest.approx(15.0)
+    assert number["spec"]["0.1"]["accuracy"] == 0.5
+    assert number["spec"]["0.1"]["agreement"] == pytest.approx((4 / 7 + 0) / 2)
+    assert number["spec"]["0.5"]["mean_ttft_s"] == pytest.approx(5.0)
+    assert summary["baseline"]["accuracy"] is None and summary["baseline"]["mean_ttft_s"] == 30.0
+    assert summary["spec"]["0.1"]["accuracy"] is None and summary["spec"]["0.1"]["agreement"] == 1.0
+    assert summary["spec"]["0.5"]["agreement"] == 0.0
+
+
+def test_case_records(finished, suite_dir):
+    cases = finished[2]["cases"]
+    grid = cases[0]
+    assert {k: grid[k] for k in ("id", "kind", "question", "answers", "prompt_tokens")} == {
+        "id": "grid", "kind": "number", "question": "grid?", "answers": ["sixteen", "16"],
+        "prompt_tokens": PROMPT_TOKENS}
+    assert grid["doc"] == str((suite_dir / "docs" / "xfig.txt").resolve())
+    assert grid["baseline"]["answer"] == "The grid has sixteen divisions" and grid["baseline"]["correct"] is True
+    assert "agreement" not in grid["baseline"] and "draft_s" not in grid["baseline"]
+    assert list(grid["spec"]) == KEEPS
+    low = grid["spec"]["0.1"]
+    assert low["correct"] is True and low["agreement"] == pytest.approx(4 / 7)
+    assert {"ttft_s", "draft_s", "select_s", "target_prefill_s", "kept_fraction", "positions", "bypassed"} <= low.keys()
+    assert grid["spec"]["0.5"]["correct"] is False
+    assert cases[2]["baseline"]["correct"] is None and cases[2]["spec"]["0.1"]["correct"] is None
+    json.dumps(finished[2])  # the whole report is JSON-ready
+
+
+def test_runs_in_order_with_the_callers_settings_and_each_keep(finished):
+    engine, _, _ = finished
+    asked = [(question, mode, settings.keep) for _, question, mode, settings in engine.calls]
+    assert asked == [(q, m, k) for q in ("grid?", "etchant?", "summary?")
+                     for m, k in (("baseline", 0.2), ("spec", 0.1), ("spec", 0.5))]
+    assert all(settings.force for *_, settings in engine.calls)  # not overridden by the A/B runner
+
+
+def test_documents_are_ingested_once_per_path(suite_path, monkeypatch):
+    import engine.ab as ab
+
+    loaded = []
+    real_load = ab.load_document
+    monkeypatch.setattr(ab, "load_document", lambda path, **kw: loaded.append(path) or real_load(path, **kw))
+    engine = FakeEngine()
+    list(run_suite(engine, load_suite(suite_path), KEEPS, RunSettings()))
+    assert [p.name for p in loaded] == ["xfig.txt", "mpich.txt"]
+    xfig_docs = {id(doc) for doc, question, *_ in engine.calls if question in ("grid?", "etchant?")}
+    assert len(xfig_docs) == 1
+
+
+def test_progress_events_count_runs_and_estimate_time_left(suite_path):
+    ticks = iter(range(0, 1000, 10))  # every clock read is 10 s after the previous one
+    events = list(run_suite(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(),
+                            clock=lambda: float(next(ticks))))
+    progress = [e for e in events if isinstance(e, AbProgress)]
+    done = [e for e in events if isinstance(e, AbRunDone)]
+    assert len(progress) == len(done) == 9 and isinstance(events[-1], AbFinished)
+    first, second = progress[0], progress[1]
+    assert (first.case_number, first.n_cases, first.case_id, first.label) == (1, 3, "grid", "baseline")
+    assert first.runs_done == 0 and first.eta_s is None and first.fraction == 0.0
+    assert (second.label, second.runs_done, second.runs_total) == ("keep 0.1", 1, 9)
+    assert second.eta_s == pytest.approx(second.elapsed_s / 1 * 8)
+    assert progress[-1].case_number == 3 and progress[-1].label == "keep 0.5"
+    assert [e.label for e in done[:3]] == ["baseline", "keep 0.1", "keep 0.5"]
+
+
+def test_estimate_remaining():
+    assert estimate_remaining(30.0, 0, 10) is None
+    assert estimate_remaining(30.0, 3, 10) == pytest.approx(70.0)
+    assert estimate_remaining(30.0, 10, 10) == 0.0
+
+
+def test_bypassed_runs_are_recorded(suite_path):
+    report = run_suite_report(FakeEngine(bypass_keeps={"0.5"}), load_suite(suite_path), KEEPS, RunSettings())
+    s = report.summary["spec"]
+    assert s["0.5"]["n_bypassed"] == 3 and s["0.1"]["n_bypassed"] == 0
+    assert report.cases[0]["spec"]["0.5"]["bypassed"] is True
+    assert report.environment["positions_used"] == "restore"
+
+
+def test_progress_callback_and_report(suite_path):
+    seen: list = []
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(), on_progress=seen.append)
+    assert [type(e) for e in seen[:2]] == [AbProgress, AbRunDone] and len(seen) == 18
+    assert report.summary["baseline"]["accuracy"] == 1.0
+
+
+def test_a_failing_case_names_its_id_and_line(suite_path):
+    with pytest.raises(AbError, match=r"case 'etchant' \(suite line 4\): the prompt has 40000 tokens"):
+        list(run_suite(FakeEngine(fail_on="etchant?"), load_suite(suite_path), KEEPS, RunSettings()))
+
+
+def test_environment_records_models_runtime_and_settings(suite_path):
+    engine = FakeEngine(info=fake_info(target_path=models.TARGET.path))
+    env = run_suite_report(engine, load_suite(suite_path), KEEPS, RunSettings(positions="auto")).environment
+    assert env["target"] == {"name": "fake target", "path": str(models.TARGET.path), "default": True,
+                             "sha256": models.TARGET.sha256}
+    assert env["draft"]["sha256"] == models.DRAFT.sha256
+    assert env["device"] == "cpu" and env["restore_supported"] is True and env["n_ctx"] == 32768
+    assert env["positions_requested"] == "auto" and env["positions_used"] == "restore"
+    assert {"python", "torch", "llama_cpp_python"} <= env["versions"].keys()
+    assert env["date"] and "keep" not in env["settings"] and env["settings"]["min_tokens"] == 4096
+
+    custom = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings()).environment
+    assert custom["target"]["default"] is False and custom["target"]["sha256"] is None
+
+
+# -- reports -----------------------------------------------------------------------------------
+HOSTILE = '<script>alert("x")</script> & more'
+
+
+@pytest.fixture
+def report(suite_path) -> dict:
+    script = {**SCRIPT, ("grid?", "0.5"): (HOSTILE, 4.0)}
+    return run_suite_report(FakeEngine(script=script), load_suite(suite_path), KEEPS, RunSettings()).to_json()
+
+
+def test_html_report_embeds_plots_and_escapes_answers(report):
+    page = render_html(report)
+    assert page.startswith("<!DOCTYPE html>")
+    images = page.split('src="data:image/png;base64,')[1:]
+    assert len(images) == 2
+    for image in images:
+        assert base64.b64decode(image.split('"', 1)[0]).startswith(b"\x89PNG\r\n\x1a\n")
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; more" in page
+    assert "The grid has sixteen divisions" in page and "ferric chloride" in page
+    assert "✓ correct" in page and "✗ incorrect" in page
+    assert "http://" not in page and "https://" not in page  # nothing external
+    assert "keep 0.1" in page and "fake target" in page
+
+
+def test_html_report_without_any_expected_answers(suite_dir):
+    path = write_suite(suite_dir, [case_line(id="summary", doc="docs/mpich.txt", question="summary?")])
+    data = run_suite_report(FakeEngine(), load_suite(path), KEEPS, RunSettings()).to_json()
+    assert data["summary"]["baseline"]["accuracy"] is None
+    assert render_html(data).count("data:image/png;base64,") == 2
+
+
+def test_csv_has_one_row_per_case_and_run(report, tmp_path):
+    out = tmp_path / "ab.csv"
+    write_csv(report, out)
+    rows = list(csv.DictReader(io.StringIO(out.read_text(), newline="")))
+    assert len(rows) == 3 * (1 + len(KEEPS))
+    assert [(r["case_id"], r["run"], r["keep"]) for r in rows[:3]] == [
+        ("grid", "baseline", ""), ("grid", "spec", "0.1"), ("grid", "spec", "0.5")]
+    base, low, high = rows[:3]
+    assert base["correct"] == "true" and base["agreement"] == "" and base["draft_s"] == ""
+    assert low["correct"] == "true" and float(low["agreement"]) == pytest.approx(4 / 7)
+    assert high["answer"] == HOSTILE and high["correct"] == "false"
+    assert rows[6]["correct"] == "" and rows[6]["kind"] == "summary"
+    assert float(low["ttft_s"]) == 2.0 and low["positions"] == "restore" and low["bypassed"] == "false"
+    assert render_csv(report) == out.read_bytes().decode("utf-8")
+
+
+# -- atomic writes -------------------------------------------------------------------------------
+def test_atomic_write_replaces_the_file(tmp_path):
+    target = tmp_path / "report.html"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    write_text_atomic(target, "new ✓")
+    assert target.read_text(encoding="utf-8") == "new ✓"
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    assert os.listdir(tmp_path) == ["report.html"]
+
+
+def test_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "report.html"
+    target.write_text("previous report")
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fsync", disk_full)  # fails after part of the data was written
+    with pytest.raises(OSError, match="No space"):
+        write_text_atomic(target, "x" * 100_000)
+    assert target.read_text() == "previous report"
+    assert os.listdir(tmp_path) == ["report.html"]
+
+
+# -- the `ab` command ------------------------------------------------------------------------------
+def parse_ab(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="specprefill")
+    add_ab_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["ab", *argv])
+
+
+@pytest.fixture
+def fake_loader(monkeypatch):
+    import engine.cli
+
+    engines: list[FakeEngine] = []
+
+    def load_engine(args, quiet):
+        engines.append(FakeEngine())
+        return engines[-1]
+
+    monkeypatch.setattr(engine.cli, "load_engine", load_engine)
+    return engines
+
+
+def test_ab_parser_defaults(suite_path):
+    args = parse_ab("--suite", str(suite_path))
+    assert args.keep == "0.1,0.2,0.3" and args.positions == "auto" and args.json is False
+    assert args.report is None and args.csv is None and args.force is False and args.target is None
+
+
+def test_ab_command_json_report_and_csv(suite_path, tmp_path, fake_loader, capsys):
+    html, table = tmp_path / "ab.html", tmp_path / "ab.csv"
+    args = parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--force", "--json",
+                    "--report", str(html), "--csv", str(table))
+    assert cmd_ab(args, NEVER) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert set(data) == {"summary", "cases", "environment"}
+    assert list(data["summary"]["spec"]) == ["0.1", "0.5"] and data["summary"]["baseline"]["accuracy"] == 1.0
+    assert "[ab] case 1/3 grid: baseline (run 1/9" in err
+    assert html.read_text().count("data:image/png;base64,") == 2
+    assert len(table.read_text().splitlines()) == 1 + 9
+    assert len(fake_loader) == 1 and fake_loader[0].closed  # models loaded once, then released
+
+
+def test_ab_command_prints_a_table(suite_path, fake_loader, capsys):
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5"), NEVER) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "3 cases"
+    assert "baseline  100.0% (2/2)" in out and "keep 0.1  50.0% (1/2)" in out and "5.00×" in out
+    assert "summary" in out and "agr 100.0%" in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--keep", "0.1,1.5"], "keep must be in (0, 1]"),
+    (["--report", "/no/such/folder/ab.html"], "does not exist"),
+])
+def test_ab_command_rejects_bad_input_before_loading_models(suite_path, fake_loader, argv, needle):
+    with pytest.raises(SpecPrefillError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")):
+        cmd_ab(parse_ab("--suite", str(suite_path), *argv), NEVER)
+    assert fake_loader == []
+
+
+def test_format_duration():
+    assert [format_duration(s) for s in (4.4, 65, 3725)] == ["4s", "1m05s", "1h02m"]
