@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from engine.events import Notice, RunFinished, SelectionMade
 from engine.ingest.document import Document
-from engine.settings import ModelSettings, RunSettings
+from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
 from desktop.answer_diff import AnswerCompareView
 from desktop.comparison_bar import ComparisonBar
 from desktop.document_info import DocumentInfoBar
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 TAB_KEPT, TAB_ANSWERS = "kept", "answers"
 TAB_ALIASES = {"kept": TAB_KEPT, "heatmap": TAB_KEPT, "answers": TAB_ANSWERS, "diff": TAB_ANSWERS}
-MIN_TOKENS = RunSettings().min_tokens  # the engine's threshold below which SpecPrefill is bypassed
+MIN_TOKENS = DEFAULT_MIN_TOKENS  # the engine's threshold below which SpecPrefill is bypassed
 
 # ask_password(parent, path, wrong_before) -> password, or None when the user gives up
 PasswordPrompt = Callable[[QWidget, str, bool], "str | None"]

@@ -41,8 +41,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--draft", type=Path, help="draft GGUF or transformers model dir (default: Qwen2.5-Coder-0.5B)")
     g.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     g.add_argument("--threads", type=int, default=None)
-    g.add_argument("--draft-quant", choices=["none", "int8"], default="none",
-                   help="int8: dynamic int8 draft on CPU (faster scoring)")
+    g.add_argument("--draft-quant", choices=["none", "int8"], default="int8",
+                   help="int8 (default): dynamic int8 draft Linear layers on CPU, ~2x faster scoring; none: fp32")
     g.add_argument("--n-ctx", type=int, default=32768)
 
 
@@ -51,7 +51,8 @@ def add_run_args(p: argparse.ArgumentParser, *, keep_list: bool = False) -> None
     if not keep_list:
         g.add_argument("--keep", type=keep_fraction, default=0.2, help="fraction of chunks to keep (default 0.2)")
     g.add_argument("--positions", choices=["auto", "restore", "renumber"], default="auto")
-    g.add_argument("--min-tokens", type=int, default=4096, help="below this, SpecPrefill is bypassed")
+    g.add_argument("--min-tokens", type=int, default=None,
+                   help="below this, SpecPrefill is bypassed (default: the calibrated prediction, else 4096)")
     g.add_argument("--force", action="store_true", help="run SpecPrefill even below --min-tokens")
     g.add_argument("--max-new-tokens", type=int, default=256)
     g.add_argument("--chunk-size", type=int, default=32)

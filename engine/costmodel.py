@@ -105,6 +105,24 @@ def load(path: Path | None = None) -> CostModel | None:
         raise SpecPrefillError(f"{path} is not a valid calibration file ({exc}); run `specprefill calibrate`")
 
 
+def load_matching(info, path: Path | None = None) -> CostModel | None:
+    """The calibration, if it was measured with the same target, draft and device; else None.
+
+    A broken calibration file is ignored here (the run goes on with the fixed threshold);
+    `specprefill estimate` reports it.
+    """
+    try:
+        model = load(path)
+    except SpecPrefillError:
+        return None
+    if model is None:
+        return None
+    machine = model.machine
+    same = (machine.get("target") == str(info.target_path) and machine.get("draft") == str(info.draft_path)
+            and machine.get("device") == info.device)
+    return model if same else None
+
+
 def require(path: Path | None = None) -> CostModel:
     model = load(path)
     if model is None:

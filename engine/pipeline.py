@@ -19,18 +19,19 @@ import numpy as np
 import psutil
 import torch
 
-from engine import models
+from engine import costmodel, models
 from engine.cancel import NEVER, CancelToken
 from engine.draft.loader import draft_eos_ids, load_draft_model, pick_device
 from engine.draft.scorer import ATTN_IMPL, DraftScorer
 from engine.draft.selection import plan_selection
+from engine.costmodel import CostModel
 from engine.errors import ContextOverflowError, ModelError
 from engine.events import (EngineEvent, Notice, Progress, RunFinished, RunName, RunResult, Selection,
                            SelectionMade, Stage, StageChanged, TokenGenerated)
 from engine.ingest.document import Document
 from engine.memory import PeakMemory
 from engine.prompt import PreparedPrompt, render_parts, token_char_offsets, tokenize_parts
-from engine.settings import ModelSettings, RunSettings
+from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
 from engine.steps import Steps
 from engine.target.native import LlamaContext, LlamaModel
 from engine.target.runtime import TargetRuntime
@@ -81,10 +82,12 @@ def _resident_bytes(device: torch.device) -> int:
 class Engine:
     """Both models, loaded once; answers requests one at a time."""
 
-    def __init__(self, runtime: TargetRuntime, scorer: DraftScorer, info: EngineInfo):
+    def __init__(self, runtime: TargetRuntime, scorer: DraftScorer, info: EngineInfo,
+                 cost_model: CostModel | None = None):
         self.runtime = runtime
         self.scorer = scorer
         self.info = info
+        self.cost_model = cost_model  # from `specprefill calibrate`, when this machine has one
 
     # -- lifetime -----------------------------------------------------------
     @classmethod
@@ -125,7 +128,7 @@ class Engine:
             raise
         if progress:
             progress(3, 3, "ready")
-        return cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info)
+        return cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info, costmodel.load_matching(info))
 
     def close(self) -> None:
         self.runtime.close()
@@ -144,6 +147,30 @@ class Engine:
             raise ContextOverflowError(
                 f"the prompt has {prompt.n_tokens} tokens; with {settings.max_new_tokens} new tokens it needs "
                 f"{needed}, but the target's context window is {self.info.n_ctx} tokens")
+
+    def estimate(self, n_tokens: int, keep: float) -> dict | None:
+        """Predicted TTFTs from this machine's calibration, or None when not calibrated."""
+        return self.cost_model.estimate(n_tokens, keep) if self.cost_model else None
+
+    def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str:
+        """Why SpecPrefill would not pay off for this prompt ("" when it runs).
+
+        A threshold the user set wins; otherwise the calibrated cost model decides, and
+        without a calibration the fixed DEFAULT_MIN_TOKENS does.
+        """
+        if settings.force:
+            return ""
+        if settings.min_tokens is None and self.cost_model is not None:
+            if self.cost_model.pays_off(n_tokens, settings.keep):
+                return ""
+            est = self.cost_model.estimate(n_tokens, settings.keep)
+            return (f"predicted SpecPrefill TTFT {est['spec_ttft_s']:.1f}s is not below full prefill "
+                    f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens: ran full prefill (use --force to score)")
+        threshold = settings.min_tokens if settings.min_tokens is not None else DEFAULT_MIN_TOKENS
+        if n_tokens >= threshold:
+            return ""
+        return (f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}: "
+                "ran full prefill (use --force to score anyway)")
 
     def resolve_positions(self, requested: str) -> str:
         if requested == "auto":
@@ -190,9 +217,8 @@ class Engine:
         prompt = self.prepare(text, question, settings)
         tokenize_s = time.perf_counter() - t0
         self._check_fits(prompt, settings)
-        if prompt.n_tokens < settings.min_tokens and not settings.force:
-            reason = (f"{prompt.n_tokens} tokens is below the SpecPrefill threshold of {settings.min_tokens}: "
-                      "ran full prefill (use --force to score anyway)")
+        reason = self.bypass_reason(prompt.n_tokens, settings)
+        if reason:
             yield Notice(run, f"bypassed: {reason}")
             yield from self._baseline(text, question, settings, cancel, run=run, bypass_reason=reason)
             return

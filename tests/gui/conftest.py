@@ -11,8 +11,6 @@ import os
 
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
 
-import desktop  # noqa: E402,F401  first: it guards against the PySide6 refcount bug on Python 3.11
-
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +31,7 @@ from engine.events import (
     TokenGenerated,
 )
 from engine.ingest.document import Document, Segment
-from engine.settings import ModelSettings, RunSettings
+from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
 
 CHARS_PER_TOKEN = 4
 SYSTEM_PROMPT = "You are a helpful assistant. Answer using only the document.\n\n"
@@ -143,10 +141,11 @@ class FakeEngine:
         n_tokens = len(prompt) // CHARS_PER_TOKEN
         yield self._stage(run, "tokenizing", cancel)
         wait(cfg.stage_s, cancel)
-        bypassed = run == "spec" and n_tokens < settings.min_tokens and not settings.force
+        threshold = settings.min_tokens if settings.min_tokens is not None else DEFAULT_MIN_TOKENS
+        bypassed = run == "spec" and n_tokens < threshold and not settings.force
         prefill_tokens, kept_fraction = n_tokens, 1.0
         if run == "spec" and bypassed:
-            yield Notice("spec", f"prompt has {n_tokens} tokens, below {settings.min_tokens}: SpecPrefill bypassed")
+            yield Notice("spec", f"prompt has {n_tokens} tokens, below {threshold}: SpecPrefill bypassed")
         elif run == "spec":
             yield self._stage(run, "draft", cancel)
             for step in range(1, cfg.draft_steps + 1):

@@ -11,8 +11,9 @@ from engine.cancel import CancelToken
 from engine.draft.loader import dequantized_dir
 from engine.errors import Cancelled, ContextOverflowError, ModelError
 from engine.events import Notice, Progress, RunFinished, SelectionMade, StageChanged, TokenGenerated
+from engine.costmodel import CostModel, Quadratic
 from engine.pipeline import Engine
-from engine.settings import ModelSettings, RunSettings
+from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
 from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab
 
 DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
@@ -233,18 +234,34 @@ def test_runs_are_deterministic(engine):
 
 
 def test_below_min_tokens_the_spec_run_is_bypassed(engine):
-    settings = RunSettings(max_new_tokens=MAX_NEW)  # min_tokens 4096, force off
+    assert engine.cost_model is None  # not calibrated: the fixed threshold applies
+    settings = RunSettings(max_new_tokens=MAX_NEW)  # min_tokens unset, force off
     events = list(engine.stream(DOCUMENT, QUESTION, "spec", settings))
     result = finished(events, "spec")
-    assert result.prompt_tokens < settings.min_tokens
+    assert result.prompt_tokens < DEFAULT_MIN_TOKENS
     assert result.bypassed is True
-    assert str(settings.min_tokens) in result.bypass_reason
+    assert str(DEFAULT_MIN_TOKENS) in result.bypass_reason
     assert result.prefill_tokens == result.prompt_tokens
     assert result.kept_fraction == 1.0
     notices = [e for e in events if isinstance(e, Notice)]
     assert len(notices) == 1 and notices[0].run == "spec" and "bypass" in notices[0].message
     assert not any(isinstance(e, SelectionMade) for e in events)
     assert not any(isinstance(e, StageChanged) and e.stage == "draft" for e in events)
+
+
+def test_calibrated_prediction_replaces_the_fixed_threshold(engine, monkeypatch):
+    n = 300
+    slow_target = CostModel(target_prefill=Quadratic(0, 1.0, 0), draft=Quadratic(0, 0.01, 0))
+    slow_draft = CostModel(target_prefill=Quadratic(0, 0.01, 0), draft=Quadratic(0, 1.0, 0))
+    settings = RunSettings(keep=0.2)
+    monkeypatch.setattr(engine, "cost_model", slow_target)
+    assert engine.bypass_reason(n, settings) == ""  # SpecPrefill predicted to win, below 4096 too
+    assert engine.estimate(n, 0.2)["speedup"] > 1
+    monkeypatch.setattr(engine, "cost_model", slow_draft)
+    assert "predicted" in engine.bypass_reason(n, settings)
+    assert engine.bypass_reason(n, RunSettings(keep=0.2, force=True)) == ""
+    # a threshold the user sets wins over the prediction
+    assert engine.bypass_reason(n, RunSettings(keep=0.2, min_tokens=100)) == ""
 
 
 # -- failures --------------------------------------------------------------------------

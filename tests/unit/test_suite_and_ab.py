@@ -313,7 +313,7 @@ def test_environment_records_models_runtime_and_settings(suite_path):
     assert env["device"] == "cpu" and env["restore_supported"] is True and env["n_ctx"] == 32768
     assert env["positions_requested"] == "auto" and env["positions_used"] == "restore"
     assert {"python", "torch", "llama_cpp_python"} <= env["versions"].keys()
-    assert env["date"] and "keep" not in env["settings"] and env["settings"]["min_tokens"] == 4096
+    assert env["date"] and "keep" not in env["settings"] and env["settings"]["min_tokens"] is None
 
     custom = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings()).environment
     assert custom["target"]["default"] is False and custom["target"]["sha256"] is None
