@@ -1,0 +1,84 @@
+"""The CLI's JSON contracts (run, bench, calibrate/estimate), end to end on the tiny GGUF pair."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.tiny_gguf import write_tiny_pair
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(12))
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    home = tmp_path_factory.mktemp("cli")
+    target, draft = write_tiny_pair(home / "models")
+    doc = home / "doc.txt"
+    doc.write_text(DOC)
+    env = dict(os.environ, XDG_CACHE_HOME=str(home / "cache"), HF_HUB_OFFLINE="1")
+    models = ["--target", str(target), "--draft", str(draft), "--threads", "1", "--n-ctx", "1024"]
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    return run, models, doc
+
+
+def test_run_json_contract(cli):
+    run, models, doc = cli
+    proc = run("run", "--doc", str(doc), "--question", "Which item is green?", "--mode", "both", "--force",
+               "--keep", "0.3", "--chunk-size", "8", "--max-new-tokens", "4", "--json", *models)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    base, spec = report["runs"]["baseline"], report["runs"]["spec"]
+    assert report["prompt_tokens"] == base["prefill_tokens"] > spec["prefill_tokens"]
+    for key in ("ttft_s", "prefill_tokens", "answer", "decode_tok_s"):
+        assert key in base and key in spec
+    for key in ("draft_s", "select_s", "kept_fraction", "positions", "bypassed"):
+        assert key in spec and key not in base
+    assert "target_prefill_s" in spec
+    assert spec["positions"] == "restore" and spec["bypassed"] is False
+
+
+def test_run_spec_below_threshold_is_bypassed(cli):
+    run, models, doc = cli
+    proc = run("run", "--doc", str(doc), "--question", "Which item is green?", "--mode", "spec",
+               "--max-new-tokens", "2", "--json", *models)
+    spec = json.loads(proc.stdout)["runs"]["spec"]
+    assert spec["bypassed"] is True and spec["kept_fraction"] == 1.0
+
+
+def test_bench_json_contract(cli, tmp_path):
+    run, models, doc = cli
+    plot = tmp_path / "ttft.png"
+    proc = run("bench", "--doc", str(doc), "--lengths", "64,160", "--keep", "0.25", "--chunk-size", "8",
+               "--json", "--plot", str(plot), *models)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["results"]
+    assert [r["tokens"] for r in rows] == [64, 160]
+    for r in rows:
+        for key in ("tokens", "baseline_ttft_s", "spec_ttft_s", "draft_s", "target_prefill_s", "speedup"):
+            assert key in r
+        assert r["speedup"] == pytest.approx(r["baseline_ttft_s"] / r["spec_ttft_s"])
+        assert r["prompt_tokens"] > r["tokens"]  # the chat template and the question come on top
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_calibrate_then_estimate(cli):
+    run, models, doc = cli
+    proc = run("estimate", "--tokens", "8192", "--keep", "0.2", "--json")
+    assert proc.returncode == 2 and "calibrate" in proc.stderr  # not calibrated yet
+    proc = run("calibrate", "--doc", str(doc), "--lengths", "64,128,256", "--json", *models)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(json.loads(proc.stdout)["path"]).is_file()
+    est = json.loads(run("estimate", "--tokens", "8192", "--keep", "0.2", "--json").stdout)
+    assert est["tokens"] == 8192 and est["baseline_ttft_s"] > 0
+    assert est["speedup"] == pytest.approx(est["baseline_ttft_s"] / est["spec_ttft_s"])
