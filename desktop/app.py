@@ -18,7 +18,7 @@ from desktop.engine_host import EngineLike, ProgressFn
 
 log = logging.getLogger("desktop")
 
-TAB_CHOICES = ("heatmap", "kept", "answers", "diff")
+TAB_CHOICES = ("heatmap", "kept", "answers", "diff", "ab")
 
 
 def load_real_engine(settings: ModelSettings, progress: ProgressFn, cancel: CancelToken) -> EngineLike:
@@ -49,7 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="finished",
         help="take the shot after the run finishes, or while SpecPrefill is generating",
     )
-    parser.add_argument("--tab", choices=TAB_CHOICES, help="which lower view is shown (heatmap = kept tokens)")
+    parser.add_argument("--tab", choices=TAB_CHOICES,
+                        help="which lower view is shown (heatmap = kept tokens, ab = the A/B test tab)")
     parser.add_argument("--size", default="1400x900", help="window size for --screenshot, WIDTHxHEIGHT")
     parser.add_argument("--screenshot-timeout", type=float, default=1800.0, metavar="SECONDS")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

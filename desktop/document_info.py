@@ -1,4 +1,4 @@
-"""What was loaded: name, pages or files, characters, tokens, threshold, warnings, ingest progress."""
+"""What was loaded: name, pages or files, characters, tokens, predicted TTFTs, bypass, warnings, progress."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from engine.ingest.document import Document
-from desktop.formatting import fmt_count
+from desktop.engine_host import Prediction
+from desktop.formatting import fmt_count, fmt_percent, fmt_seconds
 
 MAX_WARNINGS_SHOWN = 3
+NOT_CALIBRATED = "Predicted TTFT: not calibrated: run `specprefill calibrate`"
+RUNS_COLOR, BYPASSED_COLOR = "#1b5e20", "#8a5300"
 
 
 def describe_parts(document: Document) -> str:
@@ -18,10 +21,21 @@ def describe_parts(document: Document) -> str:
     return f"{fmt_count(n)} {noun}{'' if n == 1 else 's'}"
 
 
-def threshold_text(tokens: int, min_tokens: int) -> str:
-    if tokens >= min_tokens:
-        return f"above the SpecPrefill threshold ({fmt_count(min_tokens)} tokens)"
-    return f"below the SpecPrefill threshold ({fmt_count(min_tokens)} tokens): SpecPrefill will be bypassed"
+def prediction_text(estimate: dict | None) -> str:
+    """One line from Engine.estimate's figures: both TTFTs, SpecPrefill's two parts, the speed-up."""
+    if estimate is None:
+        return NOT_CALIBRATED
+    return (
+        f"Predicted TTFT at keep {fmt_percent(estimate['keep'])}: "
+        f"full prefill {fmt_seconds(estimate['baseline_ttft_s'])} → "
+        f"SpecPrefill {fmt_seconds(estimate['spec_ttft_s'])} "
+        f"(draft {fmt_seconds(estimate['draft_s'])} + prefill {fmt_seconds(estimate['target_prefill_s'])}) · "
+        f"speed-up {estimate['speedup']:.2f}×"
+    )
+
+
+def bypass_text(reason: str) -> str:
+    return f"SpecPrefill will be bypassed: {reason}" if reason else "SpecPrefill will run on this document"
 
 
 class DocumentInfoBar(QWidget):
@@ -31,14 +45,19 @@ class DocumentInfoBar(QWidget):
         self.title.setStyleSheet("font-weight: bold;")
         self.details = QLabel("")
         self.details.setObjectName("documentDetails")
-        self.threshold = QLabel("")
-        self.threshold.setObjectName("threshold")
+        self.prediction = QLabel("")
+        self.prediction.setObjectName("prediction")
+        self.prediction.setToolTip("From this machine's calibration, for the document's tokens "
+                                   "(the system prompt and the question add a few more)")
+        self.bypass = QLabel("")
+        self.bypass.setObjectName("bypass")
+        self.bypass.setWordWrap(True)
         self.warnings = QLabel("")
         self.warnings.setObjectName("ingestWarnings")
         self.warnings.setWordWrap(True)
         self.warnings.setStyleSheet("color: #8a5300;")
         self.warnings.hide()
-        for label in (self.title, self.details, self.threshold, self.warnings):
+        for label in (self.title, self.details, self.prediction, self.bypass, self.warnings):
             label.setTextFormat(Qt.TextFormat.PlainText)  # file names and messages are not markup
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(260)
@@ -58,13 +77,14 @@ class DocumentInfoBar(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(top)
-        layout.addWidget(self.threshold)
+        layout.addWidget(self.prediction)
+        layout.addWidget(self.bypass)
         layout.addWidget(self.warnings)
 
     def show_loading(self, path: str) -> None:
         self.title.setText(f"Loading {path}…")
         self.details.setText("")
-        self.threshold.setText("")
+        self.show_prediction(None)
         self.warnings.hide()
         self.progress.setRange(0, 0)
         self.progress.show()
@@ -92,15 +112,22 @@ class DocumentInfoBar(QWidget):
         self._characters = f"{describe_parts(document)} · {fmt_count(len(document.text))} characters"
         self._tokens = "tokens: counted once the models are loaded"
         self._refresh_details()
-        self.threshold.setText("")
+        self.show_prediction(None)
         self._show_warnings(document.warnings)
 
-    def show_token_count(self, tokens: int, min_tokens: int) -> None:
+    def show_token_count(self, tokens: int) -> None:
         self._tokens = f"{fmt_count(tokens)} tokens"
         self._refresh_details()
-        self.threshold.setText(threshold_text(tokens, min_tokens))
-        color = "#1b5e20" if tokens >= min_tokens else "#8a5300"
-        self.threshold.setStyleSheet(f"color: {color};")
+
+    def show_prediction(self, prediction: Prediction | None) -> None:
+        """The predicted TTFTs and the bypass decision; None (no count or no engine) clears them."""
+        if prediction is None:
+            self.prediction.setText("")
+            self.bypass.setText("")
+            return
+        self.prediction.setText(prediction_text(prediction.estimate))
+        self.bypass.setText(bypass_text(prediction.bypass_reason))
+        self.bypass.setStyleSheet(f"color: {BYPASSED_COLOR if prediction.bypass_reason else RUNS_COLOR};")
 
     def show_counting(self) -> None:
         self._tokens = "counting tokens…"

@@ -1,8 +1,11 @@
 """Owns the engine: loads it on a worker and runs every engine job one at a time.
 
 The engine holds native model state that is not thread-safe, so all engine jobs
-(load, token counts, runs) share a single-thread pool: they queue instead of
-overlapping, and a reload can never close a model a run is still using.
+(load, token counts, runs, A/B suites) share a single-thread pool: they queue instead
+of overlapping, and a reload can never close a model a run is still using.
+
+The one exception is `predict`: it only does arithmetic on the engine's calibration
+(no model, no native state), so it answers at once on the GUI thread.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from PySide6.QtCore import QObject, Signal
 
 from engine.cancel import CancelToken
 from engine.errors import Cancelled
-from engine.settings import ModelSettings
+from engine.settings import ModelSettings, RunSettings
 from desktop.worker import Worker, WorkerContext, make_pool
 
 log = logging.getLogger(__name__)
@@ -28,8 +31,11 @@ class EngineLike(Protocol):
     """The part of engine.pipeline.Engine the GUI uses."""
 
     info: Any
+    cost_model: Any  # this machine's calibration, or None
 
     def count_tokens(self, text: str) -> int: ...
+    def estimate(self, n_tokens: int, keep: float) -> dict | None: ...
+    def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str: ...
     def stream(self, *, document, question, mode, settings, cancel): ...
     def close(self) -> None: ...
 
@@ -43,6 +49,14 @@ class LoadProgress:
     done: int
     total: int
     label: str
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the calibration predicts for a prompt, and whether SpecPrefill would run on it."""
+
+    estimate: dict | None  # Engine.estimate's figures; None when this machine is not calibrated
+    bypass_reason: str  # "" when SpecPrefill runs
 
 
 class EngineHost(QObject):
@@ -99,6 +113,17 @@ class EngineHost(QObject):
             raise RuntimeError("no engine is loaded")
         worker = Worker(lambda ctx: job(engine, ctx), name=name)
         return worker.start(self._pool)
+
+    def predict(self, n_tokens: int, settings: RunSettings) -> Prediction | None:
+        """The prediction for a prompt of `n_tokens`, or None while no engine is loaded.
+
+        Runs here, on the GUI thread, rather than queued behind a run that may take
+        minutes: it reads only the calibration, so the keep slider updates it at once.
+        """
+        engine = self._engine
+        if engine is None:
+            return None
+        return Prediction(engine.estimate(n_tokens, settings.keep), engine.bypass_reason(n_tokens, settings))
 
     def shutdown(self, wait_ms: int = 3000) -> None:
         """Stop loads, drop queued jobs, wait briefly for the running one, close the engine."""

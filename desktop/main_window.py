@@ -26,7 +26,10 @@ from PySide6.QtWidgets import (
 
 from engine.events import Notice, RunFinished, SelectionMade
 from engine.ingest.document import Document
-from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
+from engine.settings import ModelSettings, RunSettings
+from engine.suite import Case
+from desktop.ab_session import AbRequest, AbSession
+from desktop.ab_tab import AbTab
 from desktop.answer_diff import AnswerCompareView
 from desktop.comparison_bar import ComparisonBar
 from desktop.document_info import DocumentInfoBar
@@ -35,21 +38,21 @@ from desktop.document_session import DocumentLoader, DocumentSession
 from desktop.engine_host import EngineFactory, EngineHost
 from desktop.engine_status import EngineStatus
 from desktop.error_banner import ErrorBanner
+from desktop.job_session import CANCELLED, FAILED
 from desktop.kept_view import KeptTokenView
 from desktop.load_dialog import ModelLoadDialog
 from desktop.question_bar import QuestionBar
 from desktop.recent_menu import RecentMenu
 from desktop.run_controls import RunControls
 from desktop.run_pane import RunPane
-from desktop.run_session import CANCELLED, FAILED, RunRequest, RunSession
+from desktop.run_session import RunRequest, RunSession
 from desktop.settings_dialog import SettingsDialog
 from desktop.settings_store import RunPreferences, SettingsStore
 
 log = logging.getLogger(__name__)
 
-TAB_KEPT, TAB_ANSWERS = "kept", "answers"
-TAB_ALIASES = {"kept": TAB_KEPT, "heatmap": TAB_KEPT, "answers": TAB_ANSWERS, "diff": TAB_ANSWERS}
-MIN_TOKENS = DEFAULT_MIN_TOKENS  # the engine's threshold below which SpecPrefill is bypassed
+TAB_KEPT, TAB_ANSWERS, TAB_AB = "kept", "answers", "ab"
+TAB_ALIASES = {"kept": TAB_KEPT, "heatmap": TAB_KEPT, "answers": TAB_ANSWERS, "diff": TAB_ANSWERS, "ab": TAB_AB}
 
 # ask_password(parent, path, wrong_before) -> password, or None when the user gives up
 PasswordPrompt = Callable[[QWidget, str, bool], "str | None"]
@@ -83,6 +86,7 @@ class MainWindow(QMainWindow):
         self.host = EngineHost(engine_factory, self)
         self.documents = DocumentSession(loader, self.host, self)
         self.runs = RunSession(self.host, self)
+        self.ab = AbSession(self.host, self)
         self._ask_password = ask_password
         self._load_dialog: ModelLoadDialog | None = None
         self._pane_context: dict[str, tuple[Document, str]] = {}
@@ -107,9 +111,11 @@ class MainWindow(QMainWindow):
         self.comparison = ComparisonBar()
         self.kept_view = KeptTokenView()
         self.answers = AnswerCompareView()
+        self.ab_tab = AbTab()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.kept_view, "Kept tokens")
         self.tabs.addTab(self.answers, "Answers")
+        self.tabs.addTab(self.ab_tab, "A/B test")
         self.engine_status = EngineStatus(self.statusBar())
 
     def _create_actions(self) -> None:
@@ -184,15 +190,23 @@ class MainWindow(QMainWindow):
         self.runs.event.connect(self._on_run_event)
         self.runs.ended.connect(self._on_run_ended)
         self.question.changed.connect(lambda _text: self._refresh_controls())
+        self.question.changed.connect(lambda _text: self._refresh_ab_context())
         self.question.submitted.connect(lambda: self.start_run("both"))
         self.controls.runRequested.connect(self.start_run)
         self.controls.cancelRequested.connect(self.cancel)
         self.controls.keepChanged.connect(self.store.save_keep_percent)
+        self.controls.keepChanged.connect(lambda _percent: self._refresh_prediction())
         self.controls.positions.currentIndexChanged.connect(
             lambda _i: self.store.save_position_mode(self.controls.position_mode)
         )
         self.comparison.compareAnswersRequested.connect(self._show_answer_diff)
         self.comparison.toggleAnswerRequested.connect(self._toggle_answer)
+        self.ab_tab.runRequested.connect(self.start_ab)
+        self.ab_tab.cancelRequested.connect(self.ab.cancel)
+        self.ab.started.connect(self._on_ab_started)
+        self.ab.progress.connect(self.ab_tab.show_progress)
+        self.ab.row.connect(self.ab_tab.add_row)
+        self.ab.ended.connect(self._on_ab_ended)
 
     def _restore_ui_state(self) -> None:
         self.controls.set_keep_percent(self.store.keep_percent())
@@ -205,8 +219,9 @@ class MainWindow(QMainWindow):
         self.load_models()
 
     def load_models(self) -> None:
-        if self.runs.is_active:
-            self.runs.cancel()  # the reload queues behind the run on the engine thread
+        # The reload queues behind a run or a suite on the engine thread: stop them first.
+        self.runs.cancel()
+        self.ab.cancel()
         self.host.load(self.store.model_settings())
 
     def open_file_dialog(self) -> None:
@@ -241,11 +256,20 @@ class MainWindow(QMainWindow):
         request = RunRequest(self.documents.document, self.question.question, mode, self._run_settings())
         return self.runs.start(request)
 
+    def start_ab(self, title: str, cases: list[Case], keeps: list[str]) -> bool:
+        """Run an A/B suite with the window's run settings (each SpecPrefill run sets its own keep)."""
+        reason = self._why_engine_busy()
+        if reason is not None:
+            log.info("A/B run refused: %s", reason)
+            return False
+        return self.ab.start(AbRequest(title, list(cases), list(keeps), self._run_settings()))
+
     def cancel(self) -> None:
         if self.runs.is_active:
             for run in self.runs.request.runs:
                 self.panes[run].mark_cancelling()
         self.runs.cancel()
+        self.ab.cancel()
         self.documents.cancel()
         self.host.cancel_load()
 
@@ -263,20 +287,31 @@ class MainWindow(QMainWindow):
         if models_changed:
             log.info("model settings changed: reloading the engine")
             self.load_models()
+        else:
+            self._refresh_prediction()  # the threshold may have changed
 
     def show_tab(self, name: str) -> None:
-        widget = self.kept_view if TAB_ALIASES[name] == TAB_KEPT else self.answers
-        self.tabs.setCurrentWidget(widget)
+        widgets = {TAB_KEPT: self.kept_view, TAB_ANSWERS: self.answers, TAB_AB: self.ab_tab}
+        self.tabs.setCurrentWidget(widgets[TAB_ALIASES[name]])
 
     # --- state ---------------------------------------------------------------------------
 
-    def _why_cannot_run(self) -> str | None:
+    def _why_engine_busy(self) -> str | None:
+        """Why no run or suite can start now, whatever the document: one engine job at a time."""
         if self.runs.is_active:
             return "A run is in progress"
+        if self.ab.is_active:
+            return "An A/B suite is running"
         if self.host.is_loading:
             return "The models are loading"
         if not self.host.is_ready:
             return "The models are not loaded (Models ▸ Reload Models)"
+        return None
+
+    def _why_cannot_run(self) -> str | None:
+        busy = self._why_engine_busy()
+        if busy is not None:
+            return busy
         if self.documents.is_loading:
             return "The document is loading"
         if self.documents.document is None:
@@ -288,19 +323,20 @@ class MainWindow(QMainWindow):
     def _refresh_controls(self) -> None:
         reason = self._why_cannot_run()
         busy = self.runs.is_active
-        cancellable = busy or self.documents.is_loading or self.host.is_loading
+        cancellable = busy or self.ab.is_active or self.documents.is_loading or self.host.is_loading
         self.controls.set_state(can_run=reason is None, cancellable=cancellable, reason=reason or "")
+        engine_busy = self._why_engine_busy()
+        self.ab_tab.set_state(can_run=engine_busy is None, running=self.ab.is_active, reason=engine_busy or "")
         for action in (self.open_file_action, self.open_folder_action, self.recent_menu.menuAction()):
             action.setEnabled(not busy)
 
     def _run_settings(self) -> RunSettings:
-        prefs = self.store.run_preferences()
-        return RunSettings(
-            keep=self.controls.keep_fraction,
-            positions=self.controls.position_mode,
-            chunk_size=prefs.chunk_size,
-            lookahead=prefs.lookahead,
-        )
+        return self.store.run_preferences().run_settings(self.controls.keep_fraction, self.controls.position_mode)
+
+    def _refresh_prediction(self) -> None:
+        tokens = self.documents.tokens
+        prediction = self.host.predict(tokens, self._run_settings()) if tokens is not None else None
+        self.doc_info.show_prediction(prediction)
 
     def _dialog_dir(self) -> str:
         recent = self.store.recent_files()
@@ -310,6 +346,7 @@ class MainWindow(QMainWindow):
 
     def _on_engine_loading(self) -> None:
         self.engine_status.show_loading()
+        self.doc_info.show_prediction(None)  # the old engine's calibration no longer applies
         self._close_load_dialog()
         self._load_dialog = ModelLoadDialog(self)
         self._load_dialog.canceled.connect(self.host.cancel_load)
@@ -358,6 +395,7 @@ class MainWindow(QMainWindow):
             self.doc_info.show_counting()
         self.kept_view.set_document(document)
         self.store.add_recent(str(document.path))
+        self._refresh_ab_context()
         self._refresh_controls()
 
     def _on_document_failed(self, path: str, message: str) -> None:
@@ -375,7 +413,8 @@ class MainWindow(QMainWindow):
         self._refresh_controls()
 
     def _on_tokens_counted(self, document: Document, tokens: int) -> None:
-        self.doc_info.show_token_count(tokens, MIN_TOKENS)
+        self.doc_info.show_token_count(tokens)
+        self._refresh_prediction()
 
     def _on_token_count_failed(self, message: str) -> None:
         self.banner.show_error(f"Could not count the document's tokens: {message}")
@@ -418,6 +457,22 @@ class MainWindow(QMainWindow):
             self.banner.show_error(message)
         elif outcome == CANCELLED:
             self.statusBar().showMessage("Run cancelled", 5000)
+        self._refresh_controls()
+
+    # --- A/B suites ------------------------------------------------------------------------------
+
+    def _refresh_ab_context(self) -> None:
+        document = self.documents.document
+        self.ab_tab.set_current(document.path if document is not None else None, self.question.question)
+
+    def _on_ab_started(self, request: AbRequest) -> None:
+        self.ab_tab.begin(request)
+        self._refresh_controls()
+
+    def _on_ab_ended(self, outcome: str, message: str) -> None:
+        self.ab_tab.end(outcome, message, self.ab.request, self.ab.outcome)
+        if outcome == CANCELLED:
+            self.statusBar().showMessage("A/B suite cancelled", 5000)
         self._refresh_controls()
 
     def _update_comparison(self) -> None:
@@ -467,6 +522,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.runs.cancel()
+        self.ab.cancel()
         self._close_load_dialog()
         self.documents.shutdown()
         self.host.shutdown()

@@ -217,8 +217,9 @@ class RunPane(QFrame):
             self.kept.setText("100% (bypassed)")
             self.positions.setText("contiguous")
             reason = f": {result.bypass_reason}" if result.bypass_reason else ""
-            # Replaces the engine's own "bypassed: ..." notice rather than repeating it.
-            self.notice.setText(f"SpecPrefill bypassed (below threshold){reason}")
+            # Replaces the engine's own "bypassed: ..." notice rather than repeating it. The reason
+            # says why: below a fixed threshold, or no gain predicted by the calibration.
+            self.notice.setText(f"SpecPrefill bypassed{reason}")
             self.notice.show()
             return
         self.kept.setText(f"{fmt_percent(result.kept_fraction)} of {fmt_count(result.prompt_tokens)} tokens")

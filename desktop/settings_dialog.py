@@ -1,4 +1,4 @@
-"""Settings: model paths, device, threads, context size, look-ahead, chunk size."""
+"""Settings: model paths, device, draft precision, threads, context size, and the run preferences."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -20,10 +21,12 @@ from PySide6.QtWidgets import (
 )
 
 from engine import models
-from engine.settings import ModelSettings
+from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings
 from desktop.settings_store import RunPreferences
 
 DEVICES = (("auto", "Auto"), ("cuda", "CUDA"), ("cpu", "CPU"))
+DRAFT_PRECISIONS = (("int8", "int8 (dynamic quantization, faster on CPU)"), ("none", "fp32"))
+MAX_THRESHOLD = 1 << 20
 
 
 class _PathField(QWidget):
@@ -64,6 +67,34 @@ class _PathField(QWidget):
             self.edit.setText(path)
 
 
+class _ThresholdField(QWidget):
+    """The SpecPrefill threshold: automatic (None) or a token count typed by the user."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.automatic = QCheckBox(f"automatic (calibrated prediction, else {DEFAULT_MIN_TOKENS})")
+        self.automatic.setToolTip("Bypass SpecPrefill where this machine's calibration predicts no gain; "
+                                  f"without a calibration, below {DEFAULT_MIN_TOKENS} tokens")
+        self.tokens = _spin(0, MAX_THRESHOLD, step=256)
+        self.tokens.setSuffix(" tokens")
+        self.tokens.setToolTip("Prompts shorter than this run full prefill instead of SpecPrefill")
+        self.automatic.toggled.connect(lambda on: self.tokens.setEnabled(not on))
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.automatic)
+        layout.addWidget(self.tokens, 1)
+
+    @property
+    def value(self) -> int | None:
+        return None if self.automatic.isChecked() else self.tokens.value()
+
+    def set_value(self, min_tokens: int | None) -> None:
+        self.automatic.setChecked(min_tokens is None)
+        self.tokens.setEnabled(min_tokens is not None)
+        # Unchecking "automatic" starts from the engine's fixed threshold, not from 0.
+        self.tokens.setValue(DEFAULT_MIN_TOKENS if min_tokens is None else min_tokens)
+
+
 def _spin(low: int, high: int, step: int = 1, special: str | None = None) -> QSpinBox:
     spin = QSpinBox()
     spin.setRange(low, high)
@@ -83,10 +114,15 @@ class SettingsDialog(QDialog):
         self.device = QComboBox()
         for value, text in DEVICES:
             self.device.addItem(text, value)
+        self.draft_precision = QComboBox()
+        for value, text in DRAFT_PRECISIONS:
+            self.draft_precision.addItem(text, value)
         self.threads = _spin(0, 256, special="Auto (physical cores)")
         self.context = _spin(512, 1 << 20, step=1024)
         self.lookahead = _spin(0, 256)
         self.chunk_size = _spin(1, 4096)
+        self.threshold = _ThresholdField()
+        self.max_new_tokens = _spin(1, 32768, step=64)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok
             | QDialogButtonBox.StandardButton.Cancel
@@ -102,10 +138,13 @@ class SettingsDialog(QDialog):
         form.addRow("Target model:", self.target)
         form.addRow("Draft model:", self.draft)
         form.addRow("Device:", self.device)
+        form.addRow("Draft precision:", self.draft_precision)
         form.addRow("Threads:", self.threads)
         form.addRow("Context size (tokens):", self.context)
         form.addRow("Draft look-ahead (tokens):", self.lookahead)
         form.addRow("Chunk size (tokens):", self.chunk_size)
+        form.addRow("SpecPrefill threshold:", self.threshold)
+        form.addRow("Max new tokens:", self.max_new_tokens)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(buttons)
@@ -116,10 +155,13 @@ class SettingsDialog(QDialog):
         self.target.set_path(model_settings.target_path)
         self.draft.set_path(model_settings.draft_path)
         self.device.setCurrentIndex(max(self.device.findData(model_settings.device), 0))
+        self.draft_precision.setCurrentIndex(max(self.draft_precision.findData(model_settings.draft_quant), 0))
         self.threads.setValue(model_settings.n_threads or 0)
         self.context.setValue(model_settings.n_ctx)
         self.lookahead.setValue(run_prefs.lookahead)
         self.chunk_size.setValue(run_prefs.chunk_size)
+        self.threshold.set_value(run_prefs.min_tokens)
+        self.max_new_tokens.setValue(run_prefs.max_new_tokens)
 
     def restore_defaults(self) -> None:
         self.set_values(ModelSettings(), RunPreferences())
@@ -130,9 +172,15 @@ class SettingsDialog(QDialog):
             target_path=self.target.path,
             draft_path=self.draft.path,
             device=self.device.currentData(),
+            draft_quant=self.draft_precision.currentData(),
             n_threads=self.threads.value() or None,
             n_ctx=self.context.value(),
         )
 
     def run_preferences(self) -> RunPreferences:
-        return RunPreferences(chunk_size=self.chunk_size.value(), lookahead=self.lookahead.value())
+        return RunPreferences(
+            chunk_size=self.chunk_size.value(),
+            lookahead=self.lookahead.value(),
+            max_new_tokens=self.max_new_tokens.value(),
+            min_tokens=self.threshold.value,
+        )

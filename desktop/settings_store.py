@@ -6,7 +6,7 @@ second copy of them. Tests pass a QSettings on a temporary ini file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
@@ -21,12 +21,21 @@ _DEFAULT_MODELS = ModelSettings()
 _DEFAULT_RUN = RunSettings()
 
 
+AUTOMATIC = "auto"  # how an automatic threshold (min_tokens None) is stored
+
+
 @dataclass
 class RunPreferences:
-    """The RunSettings fields the Settings dialog edits; the rest come from the main window."""
+    """The RunSettings fields the Settings dialog edits; keep and positions come from the main window."""
 
     chunk_size: int = _DEFAULT_RUN.chunk_size
     lookahead: int = _DEFAULT_RUN.lookahead
+    max_new_tokens: int = _DEFAULT_RUN.max_new_tokens
+    min_tokens: int | None = _DEFAULT_RUN.min_tokens  # None: the calibrated prediction decides
+
+    def run_settings(self, keep: float, positions: str) -> RunSettings:
+        # The field names are RunSettings' own, so every preference carries over by name.
+        return replace(RunSettings(keep=keep, positions=positions), **asdict(self))
 
 
 def default_qsettings() -> QSettings:
@@ -48,6 +57,7 @@ class SettingsStore:
             n_threads=threads if threads > 0 else None,
             n_ctx=self._int("models/n_ctx", _DEFAULT_MODELS.n_ctx),
             n_batch=self._int("models/n_batch", _DEFAULT_MODELS.n_batch),
+            draft_quant=self._choice("models/draft_quant", ("int8", "none"), _DEFAULT_MODELS.draft_quant),
         )
 
     def save_model_settings(self, settings: ModelSettings) -> None:
@@ -57,16 +67,25 @@ class SettingsStore:
         self._s.setValue("models/n_threads", settings.n_threads or 0)
         self._s.setValue("models/n_ctx", settings.n_ctx)
         self._s.setValue("models/n_batch", settings.n_batch)
+        self._s.setValue("models/draft_quant", settings.draft_quant)
         self._s.sync()
 
     # --- run preferences -----------------------------------------------------------------------
 
     def run_preferences(self) -> RunPreferences:
-        return RunPreferences(**{f.name: self._int(f"run/{f.name}", f.default) for f in fields(RunPreferences)})
+        defaults = RunPreferences()
+        return RunPreferences(
+            chunk_size=self._int("run/chunk_size", defaults.chunk_size),
+            lookahead=self._int("run/lookahead", defaults.lookahead),
+            max_new_tokens=self._int("run/max_new_tokens", defaults.max_new_tokens),
+            min_tokens=self._threshold("run/min_tokens"),
+        )
 
     def save_run_preferences(self, prefs: RunPreferences) -> None:
-        for f in fields(RunPreferences):
-            self._s.setValue(f"run/{f.name}", getattr(prefs, f.name))
+        self._s.setValue("run/chunk_size", prefs.chunk_size)
+        self._s.setValue("run/lookahead", prefs.lookahead)
+        self._s.setValue("run/max_new_tokens", prefs.max_new_tokens)
+        self._s.setValue("run/min_tokens", AUTOMATIC if prefs.min_tokens is None else prefs.min_tokens)
         self._s.sync()
 
     def keep_percent(self) -> int:
@@ -109,6 +128,11 @@ class SettingsStore:
             return int(self._s.value(key, default))
         except (TypeError, ValueError):
             return default
+
+    def _threshold(self, key: str) -> int | None:
+        """A stored token count, or None (automatic) when it is "auto", missing or unreadable."""
+        value = self._int(key, -1)
+        return value if value >= 0 else None
 
     def _path(self, key: str) -> Path | None:
         value = str(self._s.value(key, "") or "").strip()

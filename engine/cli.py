@@ -130,7 +130,9 @@ def _summary_line(r) -> str:
             f"decode {r.decode_tok_s:.1f} tok/s")
     if r.run == "spec":
         line += (f" | draft {r.draft_s:.2f}s select {r.select_s:.3f}s target prefill {r.target_prefill_s:.2f}s"
-                 f" | kept {r.kept_fraction:.1%} | positions {r.positions}" + (" | BYPASSED" if r.bypassed else ""))
+                 f" | kept {r.kept_fraction:.1%} | positions {r.positions}")
+        if r.bypassed:
+            line += f" | BYPASSED: {r.bypass_reason} (use --force to run SpecPrefill anyway)"
     return line
 
 

@@ -165,12 +165,11 @@ class Engine:
                 return ""
             est = self.cost_model.estimate(n_tokens, settings.keep)
             return (f"predicted SpecPrefill TTFT {est['spec_ttft_s']:.1f}s is not below full prefill "
-                    f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens: ran full prefill (use --force to score)")
+                    f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens")
         threshold = settings.min_tokens if settings.min_tokens is not None else DEFAULT_MIN_TOKENS
         if n_tokens >= threshold:
             return ""
-        return (f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}: "
-                "ran full prefill (use --force to score anyway)")
+        return f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}"
 
     def resolve_positions(self, requested: str) -> str:
         if requested == "auto":
@@ -219,7 +218,7 @@ class Engine:
         self._check_fits(prompt, settings)
         reason = self.bypass_reason(prompt.n_tokens, settings)
         if reason:
-            yield Notice(run, f"bypassed: {reason}")
+            yield Notice(run, f"bypassed: {reason}; ran full prefill")
             yield from self._baseline(text, question, settings, cancel, run=run, bypass_reason=reason)
             return
         positions_mode = self.resolve_positions(settings.positions)

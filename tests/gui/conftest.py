@@ -2,7 +2,9 @@
 
 The fake yields the same event types, in the same order, as engine.pipeline.Engine.stream,
 with short sleeps that poll the cancel token, so runs take a fraction of a second and
-Cancel lands within a few milliseconds at any stage.
+Cancel lands within a few milliseconds at any stage. Its estimate and bypass rule follow
+Engine's: a set threshold wins, else its calibration (a linear CostModel) when it has one,
+else DEFAULT_MIN_TOKENS.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from engine.cancel import CancelToken
+from engine.costmodel import CostModel, Quadratic
 from engine.errors import IngestError, SpecPrefillError
 from engine.events import (
     Notice,
@@ -37,6 +40,9 @@ CHARS_PER_TOKEN = 4
 SYSTEM_PROMPT = "You are a helpful assistant. Answer using only the document.\n\n"
 BASELINE_ANSWER = "The document explains how the parser handles errors and retries failed requests."
 SPEC_ANSWER = "The document explains how the parser handles errors and retries requests."
+FULL_ANSWER_KEEP = 0.2  # below this keep the fake's SpecPrefill answer loses words, as a real one might
+# 1 ms per token of target prefill, 0.2 ms per token of draft scoring: easy figures to check.
+FAKE_CALIBRATION = CostModel(target_prefill=Quadratic(0.0, 1e-3, 0.0), draft=Quadratic(0.0, 2e-4, 0.0))
 
 
 # --- the fake engine ---------------------------------------------------------------------
@@ -61,6 +67,11 @@ class FakeConfig:
     fail_stage: str | None = None  # raise SpecPrefillError when this stage starts
     crash_stage: str | None = None  # raise a plain RuntimeError (a bug) when this stage starts
     notice: str | None = None  # a run-less Notice yielded at the start of each stream
+    calibration: CostModel | None = None  # the engine's cost_model; None: not calibrated
+
+    def make_fast(self) -> None:
+        """No waits at all: an A/B suite of many runs finishes in a blink."""
+        self.stage_s = self.draft_step_s = self.prefill_step_s = self.token_s = 0.0
 
 
 @dataclass
@@ -91,6 +102,7 @@ class FakeEngine:
         self.settings = settings
         self.config = config
         self.info = FakeInfo(positions_supported=config.positions_supported)
+        self.cost_model = config.calibration
         self.requests: list[dict] = []
         self.closed = False
         self.current_stage: str | None = None
@@ -115,6 +127,18 @@ class FakeEngine:
 
     def close(self) -> None:
         self.closed = True
+
+    def estimate(self, n_tokens: int, keep: float) -> dict | None:
+        return self.cost_model.estimate(n_tokens, keep) if self.cost_model else None
+
+    def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str:
+        if settings.force:
+            return ""
+        if settings.min_tokens is None and self.cost_model is not None:
+            pays_off = self.cost_model.pays_off(n_tokens, settings.keep)
+            return "" if pays_off else f"no gain predicted at {n_tokens} tokens"
+        threshold = DEFAULT_MIN_TOKENS if settings.min_tokens is None else settings.min_tokens
+        return "" if n_tokens >= threshold else f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}"
 
     def stream(self, document: Document, question: str, mode: str, settings: RunSettings, cancel: CancelToken):
         self.requests.append({"mode": mode, "question": question, "settings": settings, "document": document})
@@ -141,11 +165,11 @@ class FakeEngine:
         n_tokens = len(prompt) // CHARS_PER_TOKEN
         yield self._stage(run, "tokenizing", cancel)
         wait(cfg.stage_s, cancel)
-        threshold = settings.min_tokens if settings.min_tokens is not None else DEFAULT_MIN_TOKENS
-        bypassed = run == "spec" and n_tokens < threshold and not settings.force
+        reason = self.bypass_reason(n_tokens, settings) if run == "spec" else ""
+        bypassed = bool(reason)
         prefill_tokens, kept_fraction = n_tokens, 1.0
-        if run == "spec" and bypassed:
-            yield Notice("spec", f"prompt has {n_tokens} tokens, below {threshold}: SpecPrefill bypassed")
+        if bypassed:
+            yield Notice("spec", f"bypassed: {reason}")
         elif run == "spec":
             yield self._stage(run, "draft", cancel)
             for step in range(1, cfg.draft_steps + 1):
@@ -161,7 +185,7 @@ class FakeEngine:
             wait(cfg.prefill_step_s, cancel)
             yield Progress(run, "prefill", prefill_tokens * step // cfg.prefill_steps, prefill_tokens)
         yield self._stage(run, "generating", cancel)
-        answer = BASELINE_ANSWER if run == "baseline" or bypassed else SPEC_ANSWER
+        answer = BASELINE_ANSWER if run == "baseline" or bypassed else spec_answer(settings.keep)
         words = answer.split(" ")
         for index, word in enumerate(words):
             wait(cfg.token_s, cancel)
@@ -175,8 +199,15 @@ class FakeEngine:
             run=run, answer=answer, prompt_tokens=n_tokens, prefill_tokens=prefill_tokens, ttft_s=ttft,
             decode_tok_s=42.0, generated_tokens=len(words), tokenize_s=0.01, target_prefill_s=ttft * 0.9,
             draft_s=0.3 if run == "spec" else 0.0, kept_fraction=kept_fraction, positions=positions,
-            bypassed=bypassed, bypass_reason="prompt below min_tokens" if bypassed else "", stop_reason="eos",
+            bypassed=bypassed, bypass_reason=reason, stop_reason="eos",
         ))
+
+
+def spec_answer(keep: float) -> str:
+    """SPEC_ANSWER from FULL_ANSWER_KEEP up; cut short in proportion below it."""
+    words = SPEC_ANSWER.split(" ")
+    kept = len(words) if keep >= FULL_ANSWER_KEEP else max(3, round(len(words) * keep / FULL_ANSWER_KEEP))
+    return " ".join(words[:kept])
 
 
 def build_prompt(doc_text: str, question: str) -> tuple[str, tuple[int, int]]:
@@ -352,13 +383,18 @@ def window(make_window):
     return make_window()
 
 
+def open_and_ask(window, qtbot, path: Path, question: str):
+    """Open `path`, wait until its tokens are counted, type `question`: the window is ready to run."""
+    window.open_path(str(path))
+    qtbot.waitUntil(lambda: window.documents.tokens is not None, timeout=3000)
+    window.question.set_question(question)
+    return window
+
+
 @pytest.fixture
 def loaded_window(window, qtbot, long_pdf):
     """A window with the long PDF loaded and its tokens counted, ready to run."""
-    window.open_path(str(long_pdf))
-    qtbot.waitUntil(lambda: window.documents.tokens is not None, timeout=3000)
-    window.question.set_question("Summarize this document")
-    return window
+    return open_and_ask(window, qtbot, long_pdf, "Summarize this document")
 
 
 def wait_run_done(qtbot, window, timeout: int = 5000) -> None:

@@ -16,7 +16,7 @@ def wait_loaded(qtbot, window, name: str) -> None:
                     timeout=3000)
 
 
-def test_open_file_by_dialog_shows_pages_chars_tokens_and_threshold(window, qtbot, long_pdf, monkeypatch):
+def test_open_file_by_dialog_shows_pages_chars_tokens_and_bypass(window, qtbot, long_pdf, monkeypatch):
     calls = []
 
     def fake_dialog(parent, caption, directory, filter_):
@@ -33,7 +33,7 @@ def test_open_file_by_dialog_shows_pages_chars_tokens_and_threshold(window, qtbo
     assert "3 pages" in details
     assert f"{len(text):,} characters" in details
     assert f"{len(text) // CHARS_PER_TOKEN:,} tokens" in details
-    assert window.doc_info.threshold.text().startswith("above the SpecPrefill threshold")
+    assert window.doc_info.bypass.text() == "SpecPrefill will run on this document"
     assert window.doc_info.title.text() == "report.pdf"
     assert window.kept_view.segments.count() == 3
 
@@ -42,8 +42,9 @@ def test_short_document_is_flagged_below_threshold(window, qtbot, short_txt):
     window.open_path(str(short_txt))
     qtbot.waitUntil(lambda: window.documents.tokens is not None, timeout=3000)
     assert "1 text file" in window.doc_info.details.text()
-    assert "below the SpecPrefill threshold" in window.doc_info.threshold.text()
-    assert "bypassed" in window.doc_info.threshold.text()
+    bypass = window.doc_info.bypass.text()
+    assert bypass.startswith("SpecPrefill will be bypassed: ")
+    assert "below the SpecPrefill threshold of 4096" in bypass
 
 
 def test_open_folder_by_dialog_counts_files(window, qtbot, code_folder, monkeypatch):

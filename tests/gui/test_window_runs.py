@@ -201,7 +201,8 @@ def test_bypassed_spec_run_is_clearly_marked(window, qtbot, short_txt):
     window.controls.spec_button.click()
     wait_run_done(qtbot, window)
     assert not window.spec_pane.notice.isHidden()
-    assert "bypassed (below threshold)" in window.spec_pane.notice.text()
+    assert window.spec_pane.notice.text().startswith("SpecPrefill bypassed: ")
+    assert "below the SpecPrefill threshold of 4096" in window.spec_pane.notice.text()
     assert window.spec_pane.kept.text() == "100% (bypassed)"
     assert window.kept_view.spans == []  # no selection was made
 

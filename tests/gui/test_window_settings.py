@@ -113,17 +113,24 @@ def test_settings_dialog_saves_and_reloads_the_engine(window, qtbot, engine_fact
 
 
 def test_restore_defaults_resets_every_field(window, qtbot, engine_factory):
-    window.store.save_model_settings(ModelSettings(target_path=Path("/m/t.gguf"), device="cuda", n_threads=3, n_ctx=4096))
-    window.store.save_run_preferences(RunPreferences(chunk_size=8, lookahead=2))
+    window.store.save_model_settings(
+        ModelSettings(target_path=Path("/m/t.gguf"), device="cuda", n_threads=3, n_ctx=4096, draft_quant="none"))
+    window.store.save_run_preferences(RunPreferences(chunk_size=8, lookahead=2, max_new_tokens=32, min_tokens=0))
     dialog = window.open_settings()
     assert dialog.target.edit.text() == "/m/t.gguf" and dialog.device.currentData() == "cuda"
+    assert dialog.draft_precision.currentData() == "none"
+    assert (dialog.threshold.value, dialog.max_new_tokens.value()) == (0, 32)
     dialog.restore_button.click()
     defaults = ModelSettings()
     assert dialog.target.edit.text() == ""
     assert dialog.device.currentData() == defaults.device
+    assert dialog.draft_precision.currentData() == "int8" == defaults.draft_quant
     assert dialog.threads.value() == 0 and dialog.threads.text() == "Auto (physical cores)"
     assert dialog.context.value() == defaults.n_ctx
     assert (dialog.chunk_size.value(), dialog.lookahead.value()) == (RunPreferences().chunk_size, RunPreferences().lookahead)
+    assert dialog.threshold.automatic.isChecked() and not dialog.threshold.tokens.isEnabled()
+    assert dialog.threshold.value is None
+    assert dialog.max_new_tokens.value() == 256
     ok(dialog)
     assert window.store.model_settings() == defaults
     assert window.store.run_preferences() == RunPreferences()
@@ -168,3 +175,43 @@ def test_cancel_button_also_cancels_model_loading(make_window, qtbot, fake_confi
     qtbot.waitUntil(lambda: not window.host.is_loading, timeout=1000)
     assert not window.host.is_ready
     assert not window.controls.cancel_button.isEnabled()
+
+
+def test_threshold_max_new_tokens_and_draft_precision_round_trip(window, qtbot, engine_factory, qsettings):
+    dialog = window.open_settings()
+    assert dialog.threshold.automatic.isChecked()
+    assert dialog.threshold.automatic.text() == "automatic (calibrated prediction, else 4096)"
+    assert not dialog.threshold.tokens.isEnabled() and dialog.threshold.tokens.value() == 4096
+    assert dialog.max_new_tokens.value() == 256 and dialog.draft_precision.currentData() == "int8"
+    dialog.threshold.automatic.setChecked(False)
+    assert dialog.threshold.tokens.isEnabled()
+    dialog.threshold.tokens.setValue(1000)
+    dialog.max_new_tokens.setValue(64)
+    dialog.draft_precision.setCurrentIndex(dialog.draft_precision.findData("none"))
+    ok(dialog)
+    # The draft's precision is a model setting: the engine reloads with it.
+    qtbot.waitUntil(lambda: len(engine_factory.built) == 2 and window.host.is_ready, timeout=3000)
+    assert engine_factory.settings_seen[-1].draft_quant == "none"
+    reread = SettingsStore(QSettings(qsettings.fileName(), QSettings.Format.IniFormat))
+    assert reread.run_preferences() == RunPreferences(max_new_tokens=64, min_tokens=1000)
+    assert reread.model_settings().draft_quant == "none"
+    again = window.open_settings()
+    assert not again.threshold.automatic.isChecked() and again.threshold.tokens.value() == 1000
+    assert again.max_new_tokens.value() == 64 and again.draft_precision.currentData() == "none"
+    again.threshold.automatic.setChecked(True)
+    ok(again)
+    assert window.store.run_preferences().min_tokens is None  # "automatic" is stored, not a number
+
+
+def test_threshold_and_max_new_tokens_reach_the_engine(loaded_window, qtbot, engine_factory):
+    window = loaded_window
+    window.apply_settings(window.store.model_settings(), RunPreferences(max_new_tokens=48, min_tokens=123))
+    window.controls.spec_button.click()
+    qtbot.waitUntil(lambda: not window.runs.is_active, timeout=5000)
+    settings = engine_factory.engine.requests[-1]["settings"]
+    assert (settings.min_tokens, settings.max_new_tokens) == (123, 48)
+    window.apply_settings(window.store.model_settings(), RunPreferences())
+    window.controls.spec_button.click()
+    qtbot.waitUntil(lambda: not window.runs.is_active, timeout=5000)
+    settings = engine_factory.engine.requests[-1]["settings"]
+    assert (settings.min_tokens, settings.max_new_tokens) == (None, 256)
