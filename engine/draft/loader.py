@@ -7,6 +7,7 @@ and the copy is written to a temp dir and renamed, so a crash never leaves half 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
@@ -106,7 +107,10 @@ def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str, 
         raise ModelError(f"could not load draft model from {source}: {exc}") from exc
     model = model.to(device.device).eval()
     if device.device.type == "cpu":
-        model = quantize_int8(model) if quant == "int8" else _materialize(model)
+        model = _materialize(model)
+        if quant == "int8":
+            model = quantize_int8(model)
+            gc.collect()  # the fp32 Linear weights go now, not at some later collection
     return model
 
 
