@@ -24,12 +24,32 @@ TAB_CHOICES = ("heatmap", "kept", "answers", "diff", "ab")
 def load_real_engine(settings: ModelSettings, progress: ProgressFn, cancel: CancelToken) -> EngineLike:
     """Runs on the engine worker thread; importing here keeps torch out of the window's start.
 
-    Engine.load assembles and verifies the default models itself when a path is left
-    empty (engine.models.ensure_default_models), reporting through the same `progress`.
+    On the first run the default models are not there yet: they are assembled here, with
+    the load dialog's progress. Engine.load itself never downloads: a corrupt default model
+    fails the load, and the window then offers `assemble_default_models`.
     """
     from engine.pipeline import Engine
 
+    if settings.target_path is None or settings.draft_path is None:
+        assemble_missing_defaults(progress, cancel)
     return Engine.load(settings, progress=progress, cancel=cancel)
+
+
+def assemble_missing_defaults(progress: ProgressFn, cancel: CancelToken) -> None:
+    """First run: fetch the default models that are not on disk yet (a file that is there but
+    fails its hash is left for the user to replace, through the banner's offer)."""
+    from engine import models
+
+    for spec in models.DEFAULTS:
+        if not spec.path.exists():
+            models.assemble(spec, progress, cancel)
+
+
+def assemble_default_models(progress: ProgressFn, cancel: CancelToken) -> None:
+    """Fetch and verify the default models that are missing or fail their hash (runs on the worker)."""
+    from engine.models import ensure_default_models
+
+    ensure_default_models(progress, cancel)
 
 
 def load_real_document(path, *, password=None, cancel=None, progress=None):
@@ -108,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication(sys.argv[:1])
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
-    window = MainWindow(load_real_engine, loader=load_real_document, settings=default_qsettings())
+    window = MainWindow(load_real_engine, loader=load_real_document, settings=default_qsettings(),
+                        assemble_models=assemble_default_models)
     install_error_banner(window)
     if options.screenshot:
         return _run_screenshot(app, window, options)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from PySide6.QtCore import QObject, Signal
 
 from engine.cancel import CancelToken
-from engine.errors import Cancelled
+from engine.errors import Cancelled, DefaultModelsError
 from engine.settings import ModelSettings, RunSettings
 from desktop.worker import Worker, WorkerContext, make_pool
 
@@ -42,6 +42,8 @@ class EngineLike(Protocol):
 
 # Builds a ready engine: factory(model_settings, progress, cancel). Tests inject a fake one.
 EngineFactory = Callable[[ModelSettings, ProgressFn, CancelToken], EngineLike]
+# Work a load does first, on the same thread: prepare(progress, cancel), e.g. assembling the models.
+LoadPreparation = Callable[[ProgressFn, CancelToken], object]
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,10 @@ class LoadProgress:
     done: int
     total: int
     label: str
+
+
+class _DefaultModelsBroken:
+    """Sent by a load that failed because a default model is missing or corrupt."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class EngineHost(QObject):
         self._pool = make_pool(1)
         self._engine: EngineLike | None = None
         self._loader: Worker | None = None
+        self._defaults_broken = False
 
     @property
     def engine(self) -> EngineLike | None:
@@ -89,11 +96,17 @@ class EngineHost(QObject):
     def is_loading(self) -> bool:
         return self._loader is not None and self._loader.active
 
-    def load(self, settings: ModelSettings) -> Worker:
-        """Replace the current engine with one built from `settings`."""
+    @property
+    def defaults_need_assembly(self) -> bool:
+        """The last load failed because a default model is missing or fails its hash."""
+        return self._defaults_broken
+
+    def load(self, settings: ModelSettings, prepare: LoadPreparation | None = None) -> Worker:
+        """Replace the current engine with one built from `settings`, after `prepare` if given."""
         self.cancel_load()
         old, self._engine = self._engine, None
-        worker = Worker(lambda ctx: self._load_job(ctx, old, settings), name="model loading")
+        self._defaults_broken = False
+        worker = Worker(lambda ctx: self._load_job(ctx, old, settings, prepare), name="model loading")
         worker.event.connect(self._on_load_event)
         worker.finished.connect(lambda engine: self._on_loaded(worker, engine))
         worker.failed.connect(self.loadFailed)
@@ -134,14 +147,21 @@ class EngineHost(QObject):
             _close_quietly(self._engine)
             self._engine = None
 
-    def _load_job(self, ctx: WorkerContext, old: EngineLike | None, settings: ModelSettings) -> EngineLike:
+    def _load_job(self, ctx: WorkerContext, old: EngineLike | None, settings: ModelSettings,
+                  prepare: LoadPreparation | None) -> EngineLike:
         if old is not None:
             _close_quietly(old)
 
         def progress(done: int, total: int, label: str) -> None:
             ctx.emit(LoadProgress(done, total, label))
 
-        engine = self._factory(settings, progress, ctx.cancel)
+        if prepare is not None:
+            prepare(progress, ctx.cancel)
+        try:
+            engine = self._factory(settings, progress, ctx.cancel)
+        except DefaultModelsError:
+            ctx.emit(_DefaultModelsBroken())  # arrives before the failure it explains
+            raise
         if ctx.cancel.cancelled:  # loaded anyway: free it, nobody will use it
             _close_quietly(engine)
             raise Cancelled()
@@ -150,6 +170,8 @@ class EngineHost(QObject):
     def _on_load_event(self, item: object) -> None:
         if isinstance(item, LoadProgress):
             self.loadProgress.emit(item.done, item.total, item.label)
+        elif isinstance(item, _DefaultModelsBroken):
+            self._defaults_broken = True
 
     def _on_loaded(self, worker: Worker, engine: EngineLike) -> None:
         if worker is not self._loader:  # a superseded load finished before it saw its cancel

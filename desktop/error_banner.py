@@ -1,14 +1,23 @@
-"""A dismissible banner for errors and notices: never a modal box, never a traceback."""
+"""A dismissible banner for errors and notices: never a modal box, never a traceback.
+
+An error may carry one action (a button such as "Re-assemble default models"); pressing
+it dismisses the banner and calls the action.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 _STYLES = {
     "error": "background: #f8d7da; color: #58151c; border: 1px solid #f1aeb5;",
     "info": "background: #cfe2ff; color: #052c65; border: 1px solid #9ec5fe;",
 }
+
+# (button text, what pressing it does)
+BannerAction = tuple[str, Callable[[], None]]
 
 
 class ErrorBanner(QFrame):
@@ -20,6 +29,10 @@ class ErrorBanner(QFrame):
         self.message.setWordWrap(True)
         self.message.setTextFormat(Qt.TextFormat.PlainText)  # paths and messages may hold '<'
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.action_button = QPushButton()
+        self.action_button.clicked.connect(self._run_action)
+        self.action_button.hide()
+        self._action: Callable[[], None] | None = None
         close = QToolButton()
         close.setText("✕")
         close.setAutoRaise(True)
@@ -28,6 +41,7 @@ class ErrorBanner(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 4, 4)
         layout.addWidget(self.message, 1)
+        layout.addWidget(self.action_button)
         layout.addWidget(close)
         self.hide()
 
@@ -35,19 +49,32 @@ class ErrorBanner(QFrame):
     def text(self) -> str:
         return self.message.text() if not self.isHidden() else ""
 
-    def show_error(self, message: str) -> None:
-        self._show("error", message)
+    def show_error(self, message: str, action: BannerAction | None = None) -> None:
+        self._show("error", message, action)
 
     def show_info(self, message: str) -> None:
-        self._show("info", message)
+        self._show("info", message, None)
 
     def dismiss(self) -> None:
         self.kind = ""
         self.message.clear()
+        self._set_action(None)
         self.hide()
 
-    def _show(self, kind: str, message: str) -> None:
+    def _show(self, kind: str, message: str, action: BannerAction | None) -> None:
         self.kind = kind
         self.setStyleSheet(f"QFrame#errorBanner {{ {_STYLES[kind]} }}")
         self.message.setText(message)
+        self._set_action(action)
         self.show()
+
+    def _set_action(self, action: BannerAction | None) -> None:
+        self._action = action[1] if action else None
+        self.action_button.setText(action[0] if action else "")
+        self.action_button.setVisible(action is not None)
+
+    def _run_action(self) -> None:
+        action = self._action
+        self.dismiss()
+        if action is not None:
+            action()

@@ -35,7 +35,7 @@ from desktop.comparison_bar import ComparisonBar
 from desktop.document_info import DocumentInfoBar
 from desktop.document_paths import OPEN_FILE_FILTER, dropped_paths
 from desktop.document_session import DocumentLoader, DocumentSession
-from desktop.engine_host import EngineFactory, EngineHost
+from desktop.engine_host import EngineFactory, EngineHost, LoadPreparation
 from desktop.engine_status import EngineStatus
 from desktop.error_banner import ErrorBanner
 from desktop.job_session import CANCELLED, FAILED
@@ -77,6 +77,7 @@ class MainWindow(QMainWindow):
         loader: DocumentLoader,
         settings: QSettings,
         ask_password: PasswordPrompt = ask_password_dialog,
+        assemble_models: LoadPreparation | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -88,6 +89,7 @@ class MainWindow(QMainWindow):
         self.runs = RunSession(self.host, self)
         self.ab = AbSession(self.host, self)
         self._ask_password = ask_password
+        self._assemble_models = assemble_models  # offered when the default models are missing or corrupt
         self._load_dialog: ModelLoadDialog | None = None
         self._pane_context: dict[str, tuple[Document, str]] = {}
 
@@ -223,6 +225,14 @@ class MainWindow(QMainWindow):
         self.runs.cancel()
         self.ab.cancel()
         self.host.load(self.store.model_settings())
+
+    def reassemble_models(self) -> None:
+        """Re-assemble the default models (progress in the load dialog), then load them."""
+        if self._assemble_models is None:
+            return
+        self.runs.cancel()
+        self.ab.cancel()
+        self.host.load(self.store.model_settings(), prepare=self._assemble_models)
 
     def open_file_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a document", self._dialog_dir(), OPEN_FILE_FILTER)
@@ -369,7 +379,9 @@ class MainWindow(QMainWindow):
     def _on_engine_failed(self, message: str) -> None:
         self._close_load_dialog()
         self.engine_status.show_unloaded("failed to load")
-        self.banner.show_error(f"Could not load the models: {message}")
+        offer = self._assemble_models is not None and self.host.defaults_need_assembly
+        action = ("Re-assemble default models", self.reassemble_models) if offer else None
+        self.banner.show_error(f"Could not load the models: {message}", action=action)
         self._refresh_controls()
 
     def _on_engine_cancelled(self) -> None:

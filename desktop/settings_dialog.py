@@ -123,6 +123,8 @@ class SettingsDialog(QDialog):
         self.chunk_size = _spin(1, 4096)
         self.threshold = _ThresholdField()
         self.max_new_tokens = _spin(1, 32768, step=64)
+        self.truncate = QCheckBox("cut the end of a document too long for the context (instead of refusing)")
+        self.truncate.setToolTip("The run then says how many tokens were cut; the question is always kept")
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok
             | QDialogButtonBox.StandardButton.Cancel
@@ -145,6 +147,7 @@ class SettingsDialog(QDialog):
         form.addRow("Chunk size (tokens):", self.chunk_size)
         form.addRow("SpecPrefill threshold:", self.threshold)
         form.addRow("Max new tokens:", self.max_new_tokens)
+        form.addRow("Long documents:", self.truncate)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(buttons)
@@ -162,6 +165,7 @@ class SettingsDialog(QDialog):
         self.chunk_size.setValue(run_prefs.chunk_size)
         self.threshold.set_value(run_prefs.min_tokens)
         self.max_new_tokens.setValue(run_prefs.max_new_tokens)
+        self.truncate.setChecked(run_prefs.truncate)
 
     def restore_defaults(self) -> None:
         self.set_values(ModelSettings(), RunPreferences())
@@ -183,4 +187,5 @@ class SettingsDialog(QDialog):
             lookahead=self.lookahead.value(),
             max_new_tokens=self.max_new_tokens.value(),
             min_tokens=self.threshold.value,
+            truncate=self.truncate.isChecked(),
         )

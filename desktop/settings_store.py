@@ -32,6 +32,7 @@ class RunPreferences:
     lookahead: int = _DEFAULT_RUN.lookahead
     max_new_tokens: int = _DEFAULT_RUN.max_new_tokens
     min_tokens: int | None = _DEFAULT_RUN.min_tokens  # None: the calibrated prediction decides
+    truncate: bool = _DEFAULT_RUN.truncate  # cut a document too long for the context instead of refusing
 
     def run_settings(self, keep: float, positions: str) -> RunSettings:
         # The field names are RunSettings' own, so every preference carries over by name.
@@ -79,6 +80,7 @@ class SettingsStore:
             lookahead=self._int("run/lookahead", defaults.lookahead),
             max_new_tokens=self._int("run/max_new_tokens", defaults.max_new_tokens),
             min_tokens=self._threshold("run/min_tokens"),
+            truncate=self._int("run/truncate", int(defaults.truncate)) == 1,
         )
 
     def save_run_preferences(self, prefs: RunPreferences) -> None:
@@ -86,6 +88,7 @@ class SettingsStore:
         self._s.setValue("run/lookahead", prefs.lookahead)
         self._s.setValue("run/max_new_tokens", prefs.max_new_tokens)
         self._s.setValue("run/min_tokens", AUTOMATIC if prefs.min_tokens is None else prefs.min_tokens)
+        self._s.setValue("run/truncate", int(prefs.truncate))
         self._s.sync()
 
     def keep_percent(self) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from engine.ab_cli import add_ab_parser, cmd_ab
 from engine.cancel import CancelToken
-from engine.errors import Cancelled, SpecPrefillError
+from engine.errors import Cancelled, PasswordError, SpecPrefillError
 
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
@@ -351,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
     try:
         return COMMANDS[args.command](args, cancel)
+    except PasswordError as exc:
+        return _fail(EXIT_USAGE, f"error: {exc} (give it with --password)")
     except (SpecPrefillError, ValueError, OSError) as exc:
         return _fail(EXIT_USAGE, f"error: {exc}")
     except Cancelled:

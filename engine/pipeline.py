@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,15 +23,17 @@ import torch
 
 from engine import costmodel, models
 from engine.cancel import NEVER, CancelToken
-from engine.draft.loader import draft_eos_ids, load_draft_model, pick_device
+from engine.context_fit import Truncation, fit_prompt
+from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
 from engine.draft.scorer import ATTN_IMPL, DraftScorer
 from engine.draft.selection import plan_selection
 from engine.costmodel import CostModel
-from engine.errors import ContextOverflowError, ModelError
+from engine.errors import EngineBusyError, ModelError
 from engine.events import (EngineEvent, Notice, Progress, RunFinished, RunName, RunResult, Selection,
                            SelectionMade, Stage, StageChanged, TokenGenerated)
 from engine.ingest.document import Document
 from engine.memory import PeakMemory
+from engine.memory_budget import draft_scoring_need, draft_weight_bytes, load_need, require_fits
 from engine.prompt import PreparedPrompt, render_parts, token_char_offsets, tokenize_parts
 from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
 from engine.steps import Steps
@@ -57,9 +61,8 @@ def default_threads() -> int:
     return psutil.cpu_count(logical=False) or os.cpu_count() or 1
 
 
-def _resolve_paths(settings: ModelSettings, progress: LoadProgress | None, cancel: CancelToken) -> tuple[Path, Path]:
-    if settings.target_path is None or settings.draft_path is None:
-        models.ensure_default_models(progress, cancel)
+def _resolve_paths(settings: ModelSettings) -> tuple[Path, Path]:
+    """The model files. Defaults must be assembled and verified already: a run never downloads."""
     target = Path(settings.target_path) if settings.target_path else models.require_verified(models.TARGET)
     draft = Path(settings.draft_path) if settings.draft_path else models.require_verified(models.DRAFT)
     for role, path in (("target", target), ("draft", draft)):
@@ -70,6 +73,41 @@ def _resolve_paths(settings: ModelSettings, progress: LoadProgress | None, cance
 
 def _display_name(path: Path, spec: models.ModelSpec) -> str:
     return spec.name if path == spec.path else path.name
+
+
+def _open_target(settings: ModelSettings, target_path: Path, target_name: str, draft_path: Path,
+                 draft_name: str, device: DraftDevice, threads: int) -> TargetRuntime:
+    """The target and its context, created once the vocabularies match and the memory suffices."""
+    target = LlamaModel(target_path, n_gpu_layers=-1 if device.device.type == "cuda" else 0)
+    try:
+        require_shared_vocab(target, target_name, draft_path, draft_name)
+        n_ctx = min(settings.n_ctx, target.n_ctx_train())
+        draft_weights = draft_weight_bytes(draft_path, device.dtype.itemsize)
+        require_fits(load_need(target, n_ctx, draft_weights, str(device.device)), str(device.device))
+        return TargetRuntime(target, LlamaContext(target, n_ctx=n_ctx, n_batch=settings.n_batch,
+                                                  n_threads=threads))
+    except BaseException:
+        target.close()  # free the native memory now, not at garbage collection
+        raise
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One run: its prompt (fitted to the context), settings, and when it started."""
+
+    run: RunName
+    prompt: PreparedPrompt
+    cut: Truncation | None
+    settings: RunSettings
+    cancel: CancelToken
+    t0: float
+    tokenize_s: float
+
+    def result_fields(self) -> dict:
+        """The RunResult fields every run of this request shares."""
+        cut = self.cut or Truncation(0, 0, 0, 0)
+        return dict(run=self.run, prompt_tokens=self.prompt.n_tokens, tokenize_s=self.tokenize_s,
+                    truncated_tokens=cut.cut_tokens, truncated_chars=cut.cut_chars)
 
 
 def _resident_bytes(device: torch.device) -> int:
@@ -88,13 +126,14 @@ class Engine:
         self.scorer = scorer
         self.info = info
         self.cost_model = cost_model  # from `specprefill calibrate`, when this machine has one
+        self._busy = threading.Lock()  # held while a stream runs: one run at a time
 
     # -- lifetime -----------------------------------------------------------
     @classmethod
     def load(cls, settings: ModelSettings | None = None, progress: LoadProgress | None = None,
              cancel: CancelToken = NEVER) -> Engine:
         settings = settings or ModelSettings()
-        target_path, draft_path = _resolve_paths(settings, progress, cancel)
+        target_path, draft_path = _resolve_paths(settings)
         threads = settings.n_threads or default_threads()
         torch.set_num_threads(threads)
         device = pick_device(settings.device)
@@ -103,12 +142,8 @@ class Engine:
 
         if progress:
             progress(0, 3, f"loading target {target_name}")
-        target = LlamaModel(target_path, n_gpu_layers=-1 if device.device.type == "cuda" else 0)
-        n_ctx = min(settings.n_ctx, target.n_ctx_train())
-        runtime = TargetRuntime(target, LlamaContext(target, n_ctx=n_ctx, n_batch=settings.n_batch,
-                                                     n_threads=threads))
+        runtime = _open_target(settings, target_path, target_name, draft_path, draft_name, device, threads)
         try:
-            require_shared_vocab(target, target_name, draft_path, draft_name)
             cancel.raise_if_cancelled()
             if progress:
                 progress(1, 3, f"loading draft {draft_name}")
@@ -140,13 +175,6 @@ class Engine:
     def prepare(self, document_text: str, question: str, settings: RunSettings) -> PreparedPrompt:
         parts = render_parts(self.runtime.model, document_text, question, settings.system_prompt)
         return tokenize_parts(self.runtime.model, parts)
-
-    def _check_fits(self, prompt: PreparedPrompt, settings: RunSettings) -> None:
-        needed = prompt.n_tokens + settings.max_new_tokens
-        if needed > self.info.n_ctx:
-            raise ContextOverflowError(
-                f"the prompt has {prompt.n_tokens} tokens; with {settings.max_new_tokens} new tokens it needs "
-                f"{needed}, but the target's context window is {self.info.n_ctx} tokens")
 
     def estimate(self, n_tokens: int, keep: float) -> dict | None:
         """Predicted TTFTs from this machine's calibration, or None when not calibrated."""
@@ -182,52 +210,63 @@ class Engine:
     # -- requests -------------------------------------------------------------
     def stream(self, document: Document | str, question: str, mode: str = "both",
                settings: RunSettings | None = None, cancel: CancelToken = NEVER) -> Iterator[EngineEvent]:
-        """Events for the baseline and/or SpecPrefill run; baseline first in `both` mode."""
+        """Events for the baseline and/or SpecPrefill run; baseline first in `both` mode.
+
+        One stream at a time: a second one started while another is active is refused
+        (EngineBusyError), never run alongside it.
+        """
         settings = settings or RunSettings()
         text = document.text if isinstance(document, Document) else document
         if not question.strip():
             raise ValueError("the question is empty")
         runs: list[RunName] = ["baseline", "spec"] if mode == "both" else [mode]  # type: ignore[list-item]
-        for run in runs:
-            if run == "baseline":
-                yield from self._baseline(text, question, settings, cancel)
-            else:
-                yield from self._spec(text, question, settings, cancel)
+        with self._exclusive():
+            for run in runs:
+                yield from self._run(run, text, question, settings, cancel)
 
-    def _baseline(self, text: str, question: str, settings: RunSettings, cancel: CancelToken,
-                  run: RunName = "baseline", bypass_reason: str = "") -> Iterator[EngineEvent]:
+    @contextmanager
+    def _exclusive(self):
+        if not self._busy.acquire(blocking=False):
+            raise EngineBusyError("a run is already in progress on this engine; wait for it or cancel it")
+        try:
+            yield
+        finally:
+            self._busy.release()
+
+    def _run(self, run: RunName, text: str, question: str, settings: RunSettings,
+             cancel: CancelToken) -> Iterator[EngineEvent]:
         t0 = time.perf_counter()
         yield StageChanged(run, "tokenizing")
-        prompt = self.prepare(text, question, settings)
-        tokenize_s = time.perf_counter() - t0
-        self._check_fits(prompt, settings)
+        prompt, cut = fit_prompt(self.runtime.model, self.prepare(text, question, settings), self.info.n_ctx,
+                                 settings.max_new_tokens, settings.truncate)
+        request = _Request(run, prompt, cut, settings, cancel, t0, time.perf_counter() - t0)
+        if cut is not None:
+            yield Notice(run, cut.describe())
+        yield from self._baseline(request) if run == "baseline" else self._spec(request)
+
+    def _baseline(self, request: _Request, bypass_reason: str = "") -> Iterator[EngineEvent]:
+        prompt = request.prompt
         positions = np.arange(prompt.n_tokens, dtype=np.int32)
-        result = yield from self._prefill_and_generate(
-            run, prompt, prompt.tokens, positions, prompt.n_tokens, settings, cancel, t0)
-        yield RunFinished(run, RunResult(
-            run=run, prompt_tokens=prompt.n_tokens, tokenize_s=tokenize_s,
-            positions="contiguous", bypassed=bool(bypass_reason),
+        result = yield from self._prefill_and_generate(request, prompt.tokens, positions, prompt.n_tokens)
+        yield RunFinished(request.run, RunResult(
+            **request.result_fields(), positions="contiguous", bypassed=bool(bypass_reason),
             bypass_reason=bypass_reason, **result))
 
-    def _spec(self, text: str, question: str, settings: RunSettings, cancel: CancelToken) -> Iterator[EngineEvent]:
-        run: RunName = "spec"
-        t0 = time.perf_counter()
-        yield StageChanged(run, "tokenizing")
-        prompt = self.prepare(text, question, settings)
-        tokenize_s = time.perf_counter() - t0
-        self._check_fits(prompt, settings)
+    def _spec(self, request: _Request) -> Iterator[EngineEvent]:
+        run, prompt, settings = request.run, request.prompt, request.settings
         reason = self.bypass_reason(prompt.n_tokens, settings)
         if reason:
             yield Notice(run, f"bypassed: {reason}; ran full prefill")
-            yield from self._baseline(text, question, settings, cancel, run=run, bypass_reason=reason)
+            yield from self._baseline(request, bypass_reason=reason)
             return
         positions_mode = self.resolve_positions(settings.positions)
+        self._require_draft_memory(prompt.n_tokens)
 
         t_draft = time.perf_counter()
         yield StageChanged(run, "draft", f"draft scoring {prompt.n_tokens} tokens")
         with PeakMemory(self.info.device) as draft_mem:
             score = yield from self._progress(run, "draft", self.scorer.iter_score(
-                prompt.tokens.tolist(), settings.lookahead, settings.kernel, cancel))
+                prompt.tokens.tolist(), settings.lookahead, settings.kernel, request.cancel))
         draft_s = time.perf_counter() - t_draft
 
         t_select = time.perf_counter()
@@ -241,8 +280,7 @@ class Engine:
             kept_positions, next_position = np.arange(len(kept_idx), dtype=np.int32), len(kept_idx)
         select_s = time.perf_counter() - t_select
 
-        result = yield from self._prefill_and_generate(
-            run, prompt, kept_tokens, kept_positions, next_position, settings, cancel, t0)
+        result = yield from self._prefill_and_generate(request, kept_tokens, kept_positions, next_position)
         yield SelectionMade(run, Selection(
             chunk_size=settings.chunk_size,
             chunk_starts=list(range(0, prompt.n_tokens, settings.chunk_size)),
@@ -250,9 +288,15 @@ class Engine:
             token_char_offsets=token_char_offsets(self.runtime.model, prompt),
             doc_char_span=prompt.parts.doc_char_span))
         yield RunFinished(run, RunResult(
-            run=run, prompt_tokens=prompt.n_tokens, tokenize_s=tokenize_s, draft_s=draft_s, select_s=select_s,
+            **request.result_fields(), draft_s=draft_s, select_s=select_s,
             kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode,
             draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), **result))
+
+    def _require_draft_memory(self, n_prompt: int) -> None:
+        """The draft's cache grows with the prompt: refuse before scoring rather than die in it."""
+        model = self.scorer.model
+        bytes_per_value = next(model.parameters()).dtype.itemsize
+        require_fits(draft_scoring_need(model.config, bytes_per_value, n_prompt), self.info.device)
 
     def _draft_peak_bytes(self, measured: PeakMemory) -> int:
         """The draft's footprint while scoring: weights plus the working set's peak (CUDA counts both)."""
@@ -260,11 +304,11 @@ class Engine:
             return measured.peak_bytes
         return self.info.draft_memory_bytes + measured.peak_bytes
 
-    def _prefill_and_generate(self, run: RunName, prompt: PreparedPrompt, tokens: np.ndarray,
-                              positions: np.ndarray, next_position: int, settings: RunSettings,
-                              cancel: CancelToken, t0: float):
+    def _prefill_and_generate(self, request: _Request, tokens: np.ndarray, positions: np.ndarray,
+                              next_position: int):
         """Prefill, then stream the answer. Returns the timing fields of RunResult."""
-        yield StageChanged(run, "prefill", f"prefilling {len(tokens)} of {prompt.n_tokens} tokens")
+        run, cancel, max_new = request.run, request.cancel, request.settings.max_new_tokens
+        yield StageChanged(run, "prefill", f"prefilling {len(tokens)} of {request.prompt.n_tokens} tokens")
         t_prefill = time.perf_counter()
         logits = yield from self._progress(run, "prefill", self.runtime.iter_prefill(tokens, positions, cancel))
         target_prefill_s = time.perf_counter() - t_prefill
@@ -273,18 +317,18 @@ class Engine:
         pieces: list[str] = []
         ttft_s = decode_s = 0.0
         stop_reason = "eos"
-        for i, piece in enumerate(self.runtime.generate(logits, next_position, settings.max_new_tokens, cancel)):
+        for i, piece in enumerate(self.runtime.generate(logits, next_position, max_new, cancel)):
             if i == 0:
                 t_first = time.perf_counter()
-                ttft_s = t_first - t0
+                ttft_s = t_first - request.t0
             pieces.append(piece.text)
             yield TokenGenerated(run, piece.text, i)
         n_generated = len(pieces)
         if n_generated == 0:
-            ttft_s = time.perf_counter() - t0  # the first token was end-of-turn
+            ttft_s = time.perf_counter() - request.t0  # the first token was end-of-turn
         else:
             decode_s = time.perf_counter() - t_first
-        if n_generated >= settings.max_new_tokens:
+        if n_generated >= max_new:
             stop_reason = "max_new_tokens"
         yield StageChanged(run, "done")
         return dict(answer="".join(pieces).strip(), prefill_tokens=len(tokens), ttft_s=ttft_s,

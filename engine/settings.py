@@ -40,4 +40,5 @@ class RunSettings:
     chunk_size: int = 32
     kernel: int = 13
     lookahead: int = 8
+    truncate: bool = False  # cut the document's end to fit the context instead of refusing
     system_prompt: str = "You are a helpful assistant. Answer using only the document."

@@ -17,6 +17,7 @@ from pathlib import Path
 from engine.cancel import CancelToken
 from engine.errors import IngestError
 from engine.ingest._common import (
+    PDF_MAGIC,
     SNIFF_BYTES,
     FolderLimits,
     IngestLimits,
@@ -37,7 +38,6 @@ __all__ = [
 ]
 
 TEXT_EXTENSIONS = frozenset({".txt", ".md", ".markdown", ".rst", ".text", ".adoc", ".org"})
-PDF_MAGIC = b"%PDF-"
 
 
 def load_document(
@@ -80,9 +80,7 @@ def load_document(
     if suffix == ".pdf" or head.startswith(PDF_MAGIC):
         from engine.ingest.pdf import load_pdf
 
-        return load_pdf(
-            p, password=password, cancel=cancel, progress=progress, max_pages=limits.max_pdf_pages
-        )
+        return load_pdf(p, password=password, cancel=cancel, progress=progress, limits=limits)
     if suffix in TEXT_EXTENSIONS or (not has_binary_extension(p.name) and not looks_binary(head)):
         from engine.ingest.text import load_text
 

@@ -12,6 +12,7 @@ from engine.cancel import NEVER, CancelToken
 Progress = Callable[[int, int, str], None]
 
 SNIFF_BYTES = 8 * 1024
+PDF_MAGIC = b"%PDF-"
 
 # Extensions whose files are never text we can use. Lower case, with the dot.
 BINARY_EXTENSIONS = frozenset(
@@ -58,7 +59,11 @@ class IngestLimits:
     """Bounds on every kind of document."""
 
     max_pdf_pages: int = 2000
-    max_text_bytes: int = 32 * 1024 * 1024
+    max_text_bytes: int = 32 * 1024 * 1024  # also the cap on the text a PDF yields, in characters
+    # A compressed PDF stream may inflate to this much and no more: a decompression bomb
+    # fails its page instead of filling memory. Real content streams stay far below.
+    max_pdf_stream_bytes: int = 8 * 1024 * 1024
+    max_pdf_repair_bytes: int = 256 * 1024 * 1024  # a damaged PDF is read whole to repair it, up to this
     folder: FolderLimits = field(default_factory=FolderLimits)
 
 

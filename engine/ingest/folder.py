@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from engine.cancel import CancelToken
@@ -35,6 +36,7 @@ SKIP_DIRS = frozenset(
 )  # fmt: skip
 
 MAX_GITIGNORE_BYTES = 256 * 1024
+LISTED_WHOLE = 10_000  # a folder with up to this many entries is always listed (and sorted) whole
 
 # Reasons, as they read in the warnings.
 R_IGNORED = "ignored by .gitignore"
@@ -228,7 +230,7 @@ def _scan(
         dir_abs, dir_rel, ignore = stack.pop()
         try:
             with os.scandir(dir_abs) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(islice(it, _listing_cap(limits.max_entries - n_entries)), key=lambda e: e.name)
         except PermissionError as e:
             if not dir_rel:
                 raise IngestError(f"cannot read {root}: permission denied") from e
@@ -290,6 +292,12 @@ def _scan(
                 candidates.append(_Candidate(rel, Path(entry.path), size))
         stack.extend(reversed(subdirs))
     return candidates, n_entries, False
+
+
+def _listing_cap(entries_left: int) -> int:
+    """How many names to list from one folder: a folder of millions stops at the entry cap, fast.
+    Smaller folders are listed whole, so the files kept are the first ones by name."""
+    return max(entries_left + 1, LISTED_WHOLE)
 
 
 def _is_plain_file(entry: os.DirEntry) -> bool:

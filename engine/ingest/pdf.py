@@ -1,19 +1,40 @@
-"""PDF ingestion with pypdf: text page by page, with a page map."""
+"""PDF ingestion with pypdf: text page by page, with a page map.
+
+Memory stays bounded whatever the file: pypdf reads the file lazily (only a damaged file
+is read whole, up to a cap, to repair it), a compressed stream may inflate only so far,
+each page's decoded content is dropped once its text is out, and reading stops at a
+page cap and a text cap, with a warning that says so.
+"""
 
 from __future__ import annotations
 
 import io
 import logging
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from engine.cancel import CancelToken
-from engine.errors import IngestError
-from engine.ingest._common import Progress, clean_text, page_ranges, token
+from engine.errors import IngestError, PasswordError
+from engine.ingest._common import (
+    PDF_MAGIC,
+    SNIFF_BYTES,
+    IngestLimits,
+    Progress,
+    clean_text,
+    human_bytes,
+    page_ranges,
+    token,
+)
 from engine.ingest.document import Document, Segment
 
 PAGE_SEPARATOR = "\n\n"
-DEFAULT_MAX_PAGES = 2000
+HEADER_WINDOW = 1024  # readers accept junk before the header, up to a KB
+TAIL_WINDOW = 1 << 20  # the end marker must sit in the last MB
 
 # Typographic ligatures that PDF fonts emit as one glyph; tokenizers and search
 # want the plain letters. The soft hyphen is dropped.
@@ -43,117 +64,231 @@ def load_pdf(
     password: str | None = None,
     cancel: CancelToken | None = None,
     progress: Progress | None = None,
-    max_pages: int = DEFAULT_MAX_PAGES,
+    limits: IngestLimits | None = None,
 ) -> Document:
     """Read a PDF's text. Raises IngestError when nothing usable can be read."""
     cancel = token(cancel)
+    limits = limits or IngestLimits()
     path = Path(path)
+    with _open_binary(path) as fh, _counted_pypdf_warnings() as counter, _stream_caps(limits):
+        if _is_blank(fh):
+            raise IngestError(f"{path} is not a readable PDF (the file is empty)")
+        reader, n_pages, recovered = _open(path, fh, password, limits)
+        structure_complaints = counter.count
+        pages = _extract_pages(path, reader, n_pages, cancel, progress, limits, counter)
+    if not pages.segments:
+        raise IngestError(_nothing_read(path, pages, recovered, limits))
+    warnings = _warnings(pages, n_pages, recovered, structure_complaints, limits)
+    return Document(path=path, kind="pdf", text="".join(pages.parts), segments=pages.segments, warnings=warnings)
+
+
+@contextmanager
+def _open_binary(path: Path) -> Iterator[BinaryIO]:
     try:
-        data = path.read_bytes()
+        fh = open(path, "rb")
     except PermissionError as e:
         raise IngestError(f"cannot read {path}: permission denied") from e
     except OSError as e:
         raise IngestError(f"cannot read {path}: {e.strerror or e}") from e
-    if not data.strip():
-        raise IngestError(f"{path} is not a readable PDF (the file is empty)")
+    with fh:
+        yield fh
 
+
+def _is_blank(fh: BinaryIO) -> bool:
+    head = fh.read(SNIFF_BYTES)
+    fh.seek(0)
+    return len(head) < SNIFF_BYTES and not head.strip()
+
+
+@contextmanager
+def _counted_pypdf_warnings() -> Iterator[_CountWarnings]:
+    """pypdf's complaints about a damaged file are counted into one warning, not printed."""
     counter = _CountWarnings()
     pypdf_logger = logging.getLogger("pypdf")
     pypdf_logger.addHandler(counter)
-    propagate, pypdf_logger.propagate = pypdf_logger.propagate, False  # counted into one warning, not printed
+    propagate, pypdf_logger.propagate = pypdf_logger.propagate, False
     try:
-        return _read(path, data, password, cancel, progress, max_pages, counter)
+        yield counter
     finally:
         pypdf_logger.removeHandler(counter)
         pypdf_logger.propagate = propagate
 
 
-def _read(path, data, password, cancel, progress, max_pages, counter) -> Document:
-    from pypdf.errors import DependencyError
+@contextmanager
+def _stream_caps(limits: IngestLimits) -> Iterator[None]:
+    """pypdf's decompression limits for this thread's reading only (a context variable)."""
+    from pypdf import apply_configuration
 
-    reader, n_pages, recovered = _open(path, data, password)
+    cap = limits.max_pdf_stream_bytes
+    with apply_configuration(
+        zlib_maximum_output_length=cap, lzw_maximum_output_length=cap, run_length_maximum_output_length=cap,
+        brotli_maximum_output_length=cap, array_based_stream_maximum_output_length=cap,
+        stream_decoding_work_maximum_length=4 * cap,
+    ):
+        yield
 
-    n_read = min(n_pages, max(1, max_pages))
-    parts: list[str] = []
-    segments: list[Segment] = []
-    empty: list[int] = []
-    failed: list[int] = []
-    pos = 0
+
+@dataclass
+class _Pages:
+    """The text read so far, page by page, and which pages went wrong how."""
+
+    parts: list[str] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+    empty: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    damaged: list[int] = field(default_factory=list)  # read, but pypdf complained: text may be missing
+    bombs: list[int] = field(default_factory=list)  # a stream would inflate past the cap
+    n_read: int = 0
+    text_capped: bool = False
+    pos: int = 0
+
+    def add(self, number: int, text: str, max_chars: int) -> None:
+        if not text:
+            self.empty.append(number)
+            return
+        sep = PAGE_SEPARATOR if self.parts else ""
+        room = max_chars - self.pos - len(sep)
+        if len(text) > room:
+            self.text_capped = True
+            text = text[: max(room, 0)]
+            if not text:
+                return
+        self.parts.append(sep + text)
+        start = self.pos + len(sep)
+        self.segments.append(Segment(f"page {number}", "page", start, start + len(text)))
+        self.pos = start + len(text)
+
+
+def _extract_pages(path: Path, reader, n_pages: int, cancel: CancelToken, progress: Progress | None,
+                   limits: IngestLimits, counter: _CountWarnings) -> _Pages:
+    from pypdf.errors import DependencyError, LimitReachedError
+
+    pages = _Pages()
+    n_read = min(n_pages, max(1, limits.max_pdf_pages))
     for i in range(n_read):
         cancel.raise_if_cancelled()
         number = i + 1
+        complaints = counter.count
         try:
-            raw = reader.pages[i].extract_text()
+            page = reader.pages[i]
+            pages.add(number, clean_text(page.extract_text()).translate(_LIGATURES).strip(), limits.max_text_bytes)
+            _forget_decoded(page)
         except DependencyError as e:
             raise IngestError(f"{path} needs a feature this install lacks ({_why(e)})") from e
+        except LimitReachedError:
+            pages.bombs.append(number)
         except Exception:  # a damaged page: keep the others
-            failed.append(number)
-            raw = None
-        if raw is not None:
-            text = clean_text(raw).translate(_LIGATURES).strip()
-            if text:
-                if parts:
-                    parts.append(PAGE_SEPARATOR)
-                    pos += len(PAGE_SEPARATOR)
-                parts.append(text)
-                segments.append(Segment(f"page {number}", "page", pos, pos + len(text)))
-                pos += len(text)
-            else:
-                empty.append(number)
+            pages.failed.append(number)
+        else:
+            if counter.count > complaints:
+                pages.damaged.append(number)
+        pages.n_read = number
         if progress is not None:
             progress(number, n_read, f"page {number}")
+        if pages.text_capped:
+            break
+    return pages
 
-    if not segments:
-        if recovered or (failed and len(failed) == n_read):
-            raise IngestError(f"{path} is not a readable PDF (no page could be read)")
-        raise IngestError(
-            f"{path} has no extractable text (probably a scanned document); "
-            "OCR is not part of this app"
-        )
 
+def _forget_decoded(page) -> None:
+    """pypdf caches every decoded content stream; drop this page's so a long PDF reads in flat memory.
+    Best effort: the page's text is already out, so a damaged reference here changes nothing."""
+    try:
+        contents = page.get("/Contents")
+        contents = contents.get_object() if contents is not None else None
+        for ref in contents if isinstance(contents, list) else [contents]:
+            stream = ref.get_object() if ref is not None else None
+            if getattr(stream, "decoded_self", None) is not None:
+                stream.decoded_self = None
+    except Exception:
+        pass
+
+
+def _nothing_read(path: Path, pages: _Pages, recovered: bool, limits: IngestLimits) -> str:
+    if pages.bombs:
+        return (f"{path} is not readable: a compressed stream inflates past the "
+                f"{human_bytes(limits.max_pdf_stream_bytes)} cap (a decompression bomb?) on page(s) "
+                f"{page_ranges(pages.bombs)}")
+    broken = set(pages.failed) | set(pages.damaged)
+    if recovered or len(broken) == pages.n_read:
+        return f"{path} is not a readable PDF (no page could be read)"
+    return f"{path} has no extractable text (probably a scanned document); OCR is not part of this app"
+
+
+def _warnings(pages: _Pages, n_pages: int, recovered: bool, pypdf_complaints: int,
+              limits: IngestLimits) -> list[str]:
     warnings: list[str] = []
     if recovered:
         warnings.append("the PDF is damaged (cut short?); only what could be recovered was read")
-    if n_read < n_pages:
-        warnings.append(f"only the first {n_read} of {n_pages} pages were read (page cap {max_pages})")
-    if failed:
-        warnings.append(f"pages that could not be read: {page_ranges(failed)}")
+    if pages.text_capped:
+        warnings.append(f"only the first {pages.n_read} of {n_pages} pages were read "
+                        f"(text cap of {human_bytes(limits.max_text_bytes)} characters reached)")
+    elif pages.n_read < n_pages:
+        warnings.append(f"only the first {pages.n_read} of {n_pages} pages were read "
+                        f"(page cap {limits.max_pdf_pages})")
+    if pages.bombs:
+        warnings.append(f"pages skipped because a compressed stream inflates past the "
+                        f"{human_bytes(limits.max_pdf_stream_bytes)} cap (a decompression bomb?): "
+                        f"{page_ranges(pages.bombs)}")
+    if pages.failed:
+        warnings.append(f"pages that could not be read: {page_ranges(pages.failed)}")
+    if pages.damaged:
+        warnings.append(f"damaged pages, some of their text may be missing: {page_ranges(pages.damaged)}")
+    empty = sorted(set(pages.empty) - set(pages.damaged))
     if empty:
         warnings.append(f"pages with no text: {page_ranges(empty)}")
-    if counter.count and not recovered:
-        warnings.append(f"pypdf reported {counter.count} problem(s) in the file; some text may be missing")
-    return Document(path=path, kind="pdf", text="".join(parts), segments=segments, warnings=warnings)
+    if pypdf_complaints and not recovered:
+        warnings.append(f"pypdf reported {pypdf_complaints} problem(s) in the file's structure; "
+                        "some text may be missing")
+    return warnings
 
 
-def _open(path: Path, data: bytes, password: str | None):
+def _open(path: Path, fh: BinaryIO, password: str | None, limits: IngestLimits):
     """A reader with its page count, trying a repair when the file is cut short.
 
+    Both checks that keep garbage cheap come first: a PDF header in the first KB, and an
+    end marker in the last MB (pypdf would otherwise search the whole file for it).
     Returns (reader, n_pages, recovered)."""
-    from pypdf import PdfReader
-
-    try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            _decrypt(reader, path, password)
-        return reader, _page_count(path, reader), False
-    except IngestError:
-        raise
-    except Exception as e:  # pypdf raises many kinds on garbage input
-        first = e
-
-    repaired = _repair(data)
+    if PDF_MAGIC not in fh.read(HEADER_WINDOW):
+        raise IngestError(f"{path} is not a readable PDF (no %PDF- header: not a PDF file)")
+    size = os.fstat(fh.fileno()).st_size
+    why = "no %%EOF marker at the end: cut short?"
+    if _tail_holds(fh, size, b"%%EOF"):
+        try:
+            return (*_reader_with_pages(path, fh, password), False)
+        except IngestError:
+            raise
+        except Exception as e:  # pypdf raises many kinds on garbage input
+            why = _why(e)
+    if size > limits.max_pdf_repair_bytes:
+        raise IngestError(f"{path} is not a readable PDF ({why}); at {human_bytes(size)} it is too large "
+                          f"to repair (cap {human_bytes(limits.max_pdf_repair_bytes)})")
+    fh.seek(0)
+    repaired = _repair(fh.read())
     if repaired is not None:
         try:
-            reader = PdfReader(io.BytesIO(repaired), strict=False)
-            if reader.is_encrypted:
-                _decrypt(reader, path, password)
-            n = _page_count(path, reader)
-            return reader, n, True
+            return (*_reader_with_pages(path, io.BytesIO(repaired), password), True)
         except IngestError:
             raise
         except Exception:
             pass
-    raise IngestError(f"{path} is not a readable PDF ({_why(first)})") from first
+    raise IngestError(f"{path} is not a readable PDF ({why})")
+
+
+def _tail_holds(fh: BinaryIO, size: int, marker: bytes) -> bool:
+    fh.seek(max(0, size - TAIL_WINDOW))
+    found = marker in fh.read(TAIL_WINDOW)
+    fh.seek(0)
+    return found
+
+
+def _reader_with_pages(path: Path, source: BinaryIO, password: str | None):
+    from pypdf import PdfReader
+
+    reader = PdfReader(source, strict=False)
+    if reader.is_encrypted:
+        _decrypt(reader, path, password)
+    return reader, _page_count(path, reader)
 
 
 def _page_count(path: Path, reader) -> int:
@@ -172,7 +307,7 @@ def _repair(data: bytes) -> bytes | None:
     """For a PDF cut short: keep the whole objects and add a trailer that points at
     the catalog, so pypdf can rebuild the cross-reference table by scanning.
     None when the bytes do not look like a PDF with a catalog."""
-    if b"%PDF-" not in data[:1024]:
+    if PDF_MAGIC not in data[:HEADER_WINDOW]:
         return None
     end = data.rfind(b"endobj")
     if end < 0:
@@ -204,8 +339,8 @@ def _decrypt(reader, path: Path, password: str | None) -> None:
         raise IngestError(f"{path} is encrypted and could not be decrypted ({_why(e)})") from e
     if result == PasswordType.NOT_DECRYPTED:
         if password:
-            raise IngestError(f"{path} is encrypted and the password is wrong")
-        raise IngestError(f"{path} is encrypted; a password is needed to open it")
+            raise PasswordError(f"{path} is encrypted and the password is wrong")
+        raise PasswordError(f"{path} is encrypted; a password is needed to open it")
 
 
 def _why(e: BaseException) -> str:

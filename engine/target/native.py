@@ -81,6 +81,20 @@ class LlamaModel:
     def n_ctx_train(self) -> int:
         return int(L.llama_model_n_ctx_train(self.ptr))
 
+    def n_params(self) -> int:
+        return int(L.llama_model_n_params(self.ptr))
+
+    def tensor_bytes(self) -> int:
+        """Bytes of all weight tensors, as stored (quantized) in the file."""
+        return int(L.llama_model_size(self.ptr))
+
+    def attention_dims(self) -> tuple[int, int, int]:
+        """(layers, KV heads, head size): what the KV cache holds per token, per K and per V.
+        Not for a vocab-only model: llama.cpp aborts the process when asked for its heads."""
+        n_head = max(1, int(L.llama_model_n_head(self.ptr)))
+        head_dim = int(L.llama_model_n_embd(self.ptr)) // n_head
+        return int(L.llama_model_n_layer(self.ptr)), int(L.llama_model_n_head_kv(self.ptr)), head_dim
+
     def chat_template(self) -> str | None:
         raw = L.llama_model_chat_template(self.ptr, None)
         return raw.decode("utf-8") if raw else None
@@ -172,15 +186,25 @@ class LlamaBatch:
         self.close()
 
 
+# llama_decode's return codes (llama.h): 0 ok, 1 no KV slot, 2 aborted, -1 bad batch, < -1 fatal.
 DECODE_ERRORS = {
     1: "no room in the KV cache for this batch (context full): reduce the prompt or raise the context size",
     2: "cancelled",
     -1: "llama.cpp rejected the batch (invalid tokens or positions)",
 }
+# The fatal codes come from ggml's compute status; the message keeps the code for bug reports.
+_FATAL_CAUSES = {
+    -2: "memory allocation failed: the machine is out of memory; lower the context size",
+    -3: "the compute backend failed",
+}
 
 
 def decode_error_message(rc: int) -> str:
-    return DECODE_ERRORS.get(rc, f"llama_decode failed with code {rc} (compute or memory error)")
+    if rc in DECODE_ERRORS:
+        return DECODE_ERRORS[rc]
+    if rc > 0:
+        return f"llama_decode returned warning code {rc}: the batch was not processed"
+    return f"llama_decode failed with code {rc} ({_FATAL_CAUSES.get(rc, 'compute or memory error')})"
 
 
 class LlamaContext:

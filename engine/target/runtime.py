@@ -75,6 +75,7 @@ class TargetRuntime:
         token = int(np.argmax(first_logits))
         position = next_position
         for i in range(max_new_tokens):
+            cancel.raise_if_cancelled()  # before every token, the first included: nothing shows after Cancel
             if self.model.is_eog(token):
                 return
             yield GeneratedToken(token, decoder.decode(self.model.token_piece(token)))

@@ -64,6 +64,7 @@ class FakeConfig:
     spec_ttft_s: float = 1.0
     positions_supported: bool = True
     load_error: str | None = None
+    load_error_type: type[SpecPrefillError] = SpecPrefillError  # e.g. DefaultModelsError
     fail_stage: str | None = None  # raise SpecPrefillError when this stage starts
     crash_stage: str | None = None  # raise a plain RuntimeError (a bug) when this stage starts
     notice: str | None = None  # a run-less Notice yielded at the start of each stream
@@ -117,7 +118,7 @@ class FakeEngine:
                 progress(step, config.load_steps, f"verifying fake models ({step + 1}/{config.load_steps})")
             wait(config.load_step_s, cancel)
         if config.load_error:
-            raise SpecPrefillError(config.load_error)
+            raise config.load_error_type(config.load_error)
         if progress:
             progress(config.load_steps, config.load_steps, "ready")
         return cls(model_settings, config)
@@ -364,8 +365,10 @@ def make_window(qtbot, qsettings, engine_factory):
     """Build a started window; by default wait until its (fake) models are loaded."""
     from desktop.main_window import MainWindow
 
-    def build(*, wait_ready: bool = True, ask_password=None, loader=fake_load_document):
+    def build(*, wait_ready: bool = True, ask_password=None, loader=fake_load_document, assemble_models=None):
         kwargs = {"ask_password": ask_password} if ask_password else {}
+        if assemble_models is not None:
+            kwargs["assemble_models"] = assemble_models
         window = MainWindow(engine_factory, loader=loader, settings=qsettings, **kwargs)
         qtbot.addWidget(window)
         window.resize(1400, 900)

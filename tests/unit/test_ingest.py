@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import random
 import sys
@@ -17,76 +16,14 @@ from engine.errors import Cancelled, IngestError
 from engine.ingest import FolderLimits, IngestLimits, load_document
 from engine.ingest._common import decode_bytes, page_ranges
 from engine.ingest.folder import file_header
+from tests.fixtures.folders import tree
+from tests.fixtures.pdfs import encrypt_pdf, make_pdf, write_pdf
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "resources" / "docs"
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def make_pdf(pages: list[str | None]) -> bytes:
-    """A minimal PDF written by hand: one Helvetica text line per line of each
-    page's string; None or "" makes a page with no text."""
-    objs: dict[int, bytes] = {}
-    kids = []
-    nxt = 4
-    for text in pages:
-        page_id, content_id = nxt, nxt + 1
-        nxt += 2
-        kids.append(page_id)
-        ops = []
-        y = 750
-        for line in (text or "").split("\n") if text else []:
-            esc = line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-            ops.append(f"BT /F1 12 Tf 72 {y} Td ({esc}) Tj ET")
-            y -= 16
-        stream = "\n".join(ops).encode("latin-1")
-        objs[content_id] = b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream"
-        objs[page_id] = (
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-            f"/Resources << /Font << /F1 3 0 R >> >> /Contents {content_id} 0 R >>"
-        ).encode()
-    objs[1] = b"<< /Type /Catalog /Pages 2 0 R >>"
-    objs[2] = ("<< /Type /Pages /Kids [" + " ".join(f"{k} 0 R" for k in kids) + f"] /Count {len(kids)} >>").encode()
-    objs[3] = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
-    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-    offsets = {}
-    for k in sorted(objs):
-        offsets[k] = len(out)
-        out += b"%d 0 obj\n" % k + objs[k] + b"\nendobj\n"
-    xref = len(out)
-    size = max(objs) + 1
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
-    for k in range(1, size):
-        out += b"%010d 00000 n \n" % offsets[k]
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
-    return bytes(out)
-
-
-def write_pdf(path: Path, pages: list[str | None]) -> Path:
-    path.write_bytes(make_pdf(pages))
-    return path
-
-
-def encrypt_pdf(src: bytes, dest: Path, user: str, owner: str = "owner-pw") -> Path:
-    from pypdf import PdfReader, PdfWriter
-
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(src)))
-    writer.encrypt(user_password=user, owner_password=owner, algorithm="RC4-128")
-    with open(dest, "wb") as fh:
-        writer.write(fh)
-    return dest
-
-
-def tree(root: Path, files: dict[str, bytes | str]) -> Path:
-    for rel, content in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, str):
-            content = content.encode("utf-8")
-        p.write_bytes(content)
-    return root
 
 
 def labels(doc) -> list[str]:
