@@ -110,6 +110,12 @@ class _Request:
                     truncated_tokens=cut.cut_tokens, truncated_chars=cut.cut_chars)
 
 
+def _tensor_bytes(model) -> int:
+    """Bytes of the parameters and buffers torch can see (int8-packed Linear weights are not among them)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 def _resident_bytes(device: torch.device) -> int:
     """CUDA: bytes torch holds on the device; CPU: the process's resident set."""
     if device.type == "cuda":
@@ -149,7 +155,9 @@ class Engine:
                 progress(1, 3, f"loading draft {draft_name}")
             before = _resident_bytes(device.device)
             draft = load_draft_model(draft_path, device, ATTN_IMPL, settings.draft_quant)
-            draft_weights = max(0, _resident_bytes(device.device) - before)
+            # RSS growth is noisy (the allocator may reuse freed pages): never report less
+            # than the tensors the draft plainly holds.
+            draft_weights = max(_resident_bytes(device.device) - before, _tensor_bytes(draft))
             cancel.raise_if_cancelled()
             if progress:
                 progress(2, 3, "probing position support")
