@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from engine.cancel import NEVER, CancelToken
 from engine.events import EngineEvent, RunFinished, RunResult
 from engine.pipeline import Engine
+from engine.prompt import repeated_tokens
 from engine.settings import RunSettings
 
 BENCH_QUESTION = "Summarize the main topic of this document in one sentence."
@@ -40,14 +41,9 @@ class BenchRow:
         return asdict(self)
 
 
-def text_of_length(engine: Engine, source_text: str, n_tokens: int) -> str:
-    """The first n_tokens of the text, repeating it when it is shorter; detokenized back to text."""
+def detokenize(engine: Engine, tokens: list[int]) -> str:
     model = engine.runtime.model
-    tokens = model.tokenize(source_text, parse_special=False)
-    if not tokens:
-        raise ValueError("the benchmark document has no text")
-    repeated = (tokens * (n_tokens // len(tokens) + 1))[:n_tokens]
-    return b"".join(model.token_piece(t) for t in repeated).decode("utf-8", "replace")
+    return b"".join(model.token_piece(t) for t in tokens).decode("utf-8", "replace")
 
 
 def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:
@@ -63,8 +59,9 @@ def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:
 def run_bench(engine: Engine, source_text: str, lengths: list[int], settings: RunSettings,
               cancel: CancelToken = NEVER) -> Iterator[EngineEvent | BenchRow]:
     """Engine events as they come, then one BenchRow per length."""
+    tokens = repeated_tokens(engine.runtime.model, source_text, max(lengths), "benchmark")  # tokenized once
     for n_tokens in lengths:
-        text = text_of_length(engine, source_text, n_tokens)
+        text = detokenize(engine, tokens[:n_tokens])
         results: dict[str, RunResult] = {}
         for event in engine.stream(text, BENCH_QUESTION, "both", settings, cancel):
             if isinstance(event, RunFinished):

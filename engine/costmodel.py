@@ -139,11 +139,9 @@ def _timed(fn) -> float:
 def calibrate(engine, text: str, lengths: list[int], lookahead: int = 8, kernel: int = 13,
               cancel: CancelToken = NEVER) -> Iterator[tuple[str, int, float] | CostModel]:
     """Yields ("target"|"draft", n, seconds) per measurement, then the fitted CostModel."""
-    model = engine.runtime.model
-    tokens = model.tokenize(text, parse_special=False)
-    if not tokens:
-        raise SpecPrefillError("the calibration document has no text")
-    tokens = (tokens * (max(lengths) // len(tokens) + 1))[: max(lengths)]
+    from engine.prompt import repeated_tokens  # here: `estimate` needs no llama.cpp
+
+    tokens = repeated_tokens(engine.runtime.model, text, max(lengths), "calibration")
     measured: dict[str, dict[int, float]] = {"target": {}, "draft": {}}
     for n in lengths:
         ids = np.asarray(tokens[:n], dtype=np.int32)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.errors import SpecPrefillError
 from engine.target.native import LlamaModel
 
 _DOC_SLOT = "\u27e6SPECPREFILL_DOCUMENT_SLOT\u27e7"  # a marker no template rewrites
@@ -74,3 +75,14 @@ def token_char_offsets(model: LlamaModel, prompt: PreparedPrompt) -> list[int]:
     starts = np.concatenate([[0], np.cumsum(piece_len)[:-1]])
     starts = np.minimum(starts, max(len(char_at_byte) - 1, 0))
     return char_at_byte[starts].tolist() if len(char_at_byte) else [0] * prompt.n_tokens
+
+
+def repeated_tokens(model: LlamaModel, text: str, n_tokens: int, what: str) -> list[int]:
+    """The first n_tokens of the text's tokens, the text repeating when it is shorter.
+
+    Benchmarks and calibration time real text at any length this way.
+    """
+    tokens = model.tokenize(text, parse_special=False)
+    if not tokens:
+        raise SpecPrefillError(f"the {what} document has no text")
+    return (tokens * (n_tokens // len(tokens) + 1))[:n_tokens]
