@@ -140,6 +140,9 @@ class Worker(QObject):
 
     @Slot(object)
     def _on_finished(self, result: object) -> None:
+        if self.token.cancelled:  # the job beat the Cancel click by a hair: the user still asked to stop
+            self._on_cancelled()
+            return
         self._end(self.finished, result)
 
     @Slot(str)
