@@ -120,6 +120,9 @@ class SettingsDialog(QDialog):
         self.threads = _spin(0, 256, special="Auto (physical cores)")
         self.context = _spin(512, 1 << 20, step=1024)
         self.lookahead = _spin(0, 256)
+        self.draft_window = _spin(0, 1 << 20, step=1024, special="Full attention")
+        self.draft_window.setToolTip("In the draft's prefill, each prompt token attends to the first tokens and "
+                                     "this many recent ones: faster on long documents, scores barely change")
         self.chunk_size = _spin(1, 4096)
         self.threshold = _ThresholdField()
         self.max_new_tokens = _spin(1, 32768, step=64)
@@ -144,6 +147,7 @@ class SettingsDialog(QDialog):
         form.addRow("Threads:", self.threads)
         form.addRow("Context size (tokens):", self.context)
         form.addRow("Draft look-ahead (tokens):", self.lookahead)
+        form.addRow("Draft attention window (tokens):", self.draft_window)
         form.addRow("Chunk size (tokens):", self.chunk_size)
         form.addRow("SpecPrefill threshold:", self.threshold)
         form.addRow("Max new tokens:", self.max_new_tokens)
@@ -162,6 +166,7 @@ class SettingsDialog(QDialog):
         self.threads.setValue(model_settings.n_threads or 0)
         self.context.setValue(model_settings.n_ctx)
         self.lookahead.setValue(run_prefs.lookahead)
+        self.draft_window.setValue(run_prefs.draft_window)
         self.chunk_size.setValue(run_prefs.chunk_size)
         self.threshold.set_value(run_prefs.min_tokens)
         self.max_new_tokens.setValue(run_prefs.max_new_tokens)
@@ -185,6 +190,7 @@ class SettingsDialog(QDialog):
         return RunPreferences(
             chunk_size=self.chunk_size.value(),
             lookahead=self.lookahead.value(),
+            draft_window=self.draft_window.value(),
             max_new_tokens=self.max_new_tokens.value(),
             min_tokens=self.threshold.value,
             truncate=self.truncate.isChecked(),

@@ -30,6 +30,7 @@ class RunPreferences:
 
     chunk_size: int = _DEFAULT_RUN.chunk_size
     lookahead: int = _DEFAULT_RUN.lookahead
+    draft_window: int = _DEFAULT_RUN.draft_window  # 0: the draft's prefill attends to everything
     max_new_tokens: int = _DEFAULT_RUN.max_new_tokens
     min_tokens: int | None = _DEFAULT_RUN.min_tokens  # None: the calibrated prediction decides
     truncate: bool = _DEFAULT_RUN.truncate  # cut a document too long for the context instead of refusing
@@ -78,6 +79,7 @@ class SettingsStore:
         return RunPreferences(
             chunk_size=self._int("run/chunk_size", defaults.chunk_size),
             lookahead=self._int("run/lookahead", defaults.lookahead),
+            draft_window=max(self._int("run/draft_window", defaults.draft_window), 0),
             max_new_tokens=self._int("run/max_new_tokens", defaults.max_new_tokens),
             min_tokens=self._threshold("run/min_tokens"),
             truncate=self._int("run/truncate", int(defaults.truncate)) == 1,
@@ -86,6 +88,7 @@ class SettingsStore:
     def save_run_preferences(self, prefs: RunPreferences) -> None:
         self._s.setValue("run/chunk_size", prefs.chunk_size)
         self._s.setValue("run/lookahead", prefs.lookahead)
+        self._s.setValue("run/draft_window", prefs.draft_window)
         self._s.setValue("run/max_new_tokens", prefs.max_new_tokens)
         self._s.setValue("run/min_tokens", AUTOMATIC if prefs.min_tokens is None else prefs.min_tokens)
         self._s.setValue("run/truncate", int(prefs.truncate))

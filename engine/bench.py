@@ -36,6 +36,7 @@ class BenchRow:
     bypassed: bool
     draft_peak_mem_bytes: int
     overhead_s: float  # spec TTFT not spent in draft or target prefill
+    draft_window: int  # the draft prefill's attention window (0: full attention)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -53,7 +54,7 @@ def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:
         target_prefill_s=spec.target_prefill_s, baseline_prefill_s=baseline.target_prefill_s,
         speedup=baseline.ttft_s / spec.ttft_s if spec.ttft_s > 0 else 0.0, kept_fraction=spec.kept_fraction,
         positions=spec.positions, bypassed=spec.bypassed, draft_peak_mem_bytes=spec.draft_peak_mem_bytes,
-        overhead_s=spec.ttft_s - spec.draft_s - spec.target_prefill_s)
+        overhead_s=spec.ttft_s - spec.draft_s - spec.target_prefill_s, draft_window=spec.draft_window)
 
 
 def run_bench(engine: Engine, source_text: str, lengths: list[int], settings: RunSettings,

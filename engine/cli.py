@@ -36,6 +36,16 @@ def keep_fraction(value: str) -> float:
     return keep
 
 
+def non_negative_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return number
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("models")
     g.add_argument("--target", type=Path, help="target GGUF (default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M)")
@@ -45,6 +55,14 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--draft-quant", choices=["none", "int8"], default="int8",
                    help="int8 (default): dynamic int8 draft Linear layers on CPU, ~2x faster scoring; none: fp32")
     g.add_argument("--n-ctx", type=int, default=32768)
+
+
+def add_draft_window_arg(g) -> None:
+    from engine.settings import DEFAULT_DRAFT_WINDOW
+
+    g.add_argument("--draft-window", type=non_negative_int, default=DEFAULT_DRAFT_WINDOW,
+                   help="tokens each prompt token attends back to in the draft's prefill "
+                        f"(default {DEFAULT_DRAFT_WINDOW}; 0 = full attention)")
 
 
 def add_run_args(p: argparse.ArgumentParser, *, keep_list: bool = False) -> None:
@@ -59,6 +77,7 @@ def add_run_args(p: argparse.ArgumentParser, *, keep_list: bool = False) -> None
     g.add_argument("--chunk-size", type=int, default=32)
     g.add_argument("--kernel", type=int, default=13)
     g.add_argument("--lookahead", type=int, default=8)
+    add_draft_window_arg(g)
     g.add_argument("--password", default=None, help="password of an encrypted PDF")
     g.add_argument("--truncate", action="store_true",
                    help="cut the end of a document too long for the context window (and say how much) "
@@ -78,7 +97,7 @@ def run_settings_from(args, keep: float | None = None):
     return RunSettings(keep=keep if keep is not None else args.keep, positions=args.positions,
                        min_tokens=args.min_tokens, force=args.force, max_new_tokens=args.max_new_tokens,
                        chunk_size=args.chunk_size, kernel=args.kernel, lookahead=args.lookahead,
-                       truncate=args.truncate)
+                       draft_window=args.draft_window, truncate=args.truncate)
 
 
 def load_engine(args, quiet: bool):
@@ -282,7 +301,7 @@ def cmd_calibrate(args, cancel: CancelToken) -> int:
 def cmd_estimate(args, cancel: CancelToken) -> int:
     from engine import costmodel
 
-    estimate = costmodel.require().estimate(args.tokens, args.keep)
+    estimate = costmodel.require().estimate(args.tokens, args.keep, args.draft_window)
     if args.json:
         print(json.dumps(estimate, indent=2))
     else:
@@ -336,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     est = sub.add_parser("estimate", help="predict baseline and SpecPrefill TTFT from the calibration")
     est.add_argument("--tokens", type=int, required=True)
     est.add_argument("--keep", type=keep_fraction, default=0.2)
+    add_draft_window_arg(est)
     est.add_argument("--json", action="store_true")
 
     add_ab_parser(sub)

@@ -2,7 +2,9 @@
 
 `calibrate` times the target's prefill and the draft's scoring at a few prompt lengths
 and fits seconds = c + a*n + b*n^2 to each (the n^2 term is attention). `estimate`
-predicts baseline and SpecPrefill TTFT from the fit, with no model loaded.
+predicts baseline and SpecPrefill TTFT from the fit, with no model loaded. A windowed
+draft prefill computes fewer attention pairs, so its n^2 is replaced by the attention
+area it really covers (`attention_area`); the per-pair cost b is the same.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from engine.atomic import write_text_atomic
 from engine.cancel import NEVER, CancelToken
 from engine.errors import SpecPrefillError
 from engine.paths import calibration_path
+from engine.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS
 from engine.steps import run_to_end
 
 
@@ -29,8 +32,24 @@ class Quadratic:
     a: float
     b: float
 
-    def __call__(self, n: float) -> float:
-        return self.c + self.a * n + self.b * n * n
+    def __call__(self, n: float, area: float | None = None) -> float:
+        """Seconds for n tokens; `area` replaces n^2 where attention covers less than the full square."""
+        return self.c + self.a * n + self.b * (n * n if area is None else area)
+
+
+def attention_area(n: int, window: int = 0, chunk: int = DRAFT_PREFILL_CHUNK,
+                   sinks: int = DRAFT_WINDOW_SINKS) -> float:
+    """Twice the (query, key) pairs of the draft's chunked prefill: n^2 with full attention.
+
+    With a window, a chunk past the first `sinks + window` tokens sees only that many earlier
+    keys (see engine.draft.scorer.window_keys), so the area grows linearly from there.
+    """
+    total = 0
+    for start in range(0, n, chunk):
+        q = min(chunk, n - start)
+        earlier = start if window <= 0 or start <= sinks + window else sinks + window
+        total += 2 * q * earlier + q * q
+    return float(total)
 
 
 def fit_quadratic(ns: list[int], seconds: list[float]) -> Quadratic:
@@ -65,18 +84,22 @@ class CostModel:
     def baseline_ttft(self, n_tokens: int) -> float:
         return self.target_prefill(n_tokens)
 
-    def spec_ttft(self, n_tokens: int, keep: float) -> float:
-        return self.draft(n_tokens) + self.target_prefill(self.kept_tokens(n_tokens, keep))
+    def draft_time(self, n_tokens: int, window: int = 0) -> float:
+        return self.draft(n_tokens, attention_area(n_tokens, window))
 
-    def estimate(self, n_tokens: int, keep: float) -> dict:
-        base, spec = self.baseline_ttft(n_tokens), self.spec_ttft(n_tokens, keep)
-        return {"tokens": n_tokens, "keep": keep, "baseline_ttft_s": base, "spec_ttft_s": spec,
-                "draft_s": self.draft(n_tokens), "target_prefill_s": spec - self.draft(n_tokens),
+    def spec_ttft(self, n_tokens: int, keep: float, window: int = 0) -> float:
+        return self.draft_time(n_tokens, window) + self.target_prefill(self.kept_tokens(n_tokens, keep))
+
+    def estimate(self, n_tokens: int, keep: float, window: int = 0) -> dict:
+        base, draft = self.baseline_ttft(n_tokens), self.draft_time(n_tokens, window)
+        spec = self.spec_ttft(n_tokens, keep, window)
+        return {"tokens": n_tokens, "keep": keep, "draft_window": window, "baseline_ttft_s": base,
+                "spec_ttft_s": spec, "draft_s": draft, "target_prefill_s": spec - draft,
                 "speedup": base / spec if spec > 0 else 0.0}
 
-    def pays_off(self, n_tokens: int, keep: float, margin: float = 1.05) -> bool:
+    def pays_off(self, n_tokens: int, keep: float, window: int = 0, margin: float = 1.05) -> bool:
         """Auto-bypass rule: run SpecPrefill only where it is predicted to win by `margin`."""
-        return self.baseline_ttft(n_tokens) >= margin * self.spec_ttft(n_tokens, keep)
+        return self.baseline_ttft(n_tokens) >= margin * self.spec_ttft(n_tokens, keep, window)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -138,7 +161,11 @@ def _timed(fn) -> float:
 
 def calibrate(engine, text: str, lengths: list[int], lookahead: int = 8, kernel: int = 13,
               cancel: CancelToken = NEVER) -> Iterator[tuple[str, int, float] | CostModel]:
-    """Yields ("target"|"draft", n, seconds) per measurement, then the fitted CostModel."""
+    """Yields ("target"|"draft", n, seconds) per measurement, then the fitted CostModel.
+
+    The draft is timed with full attention, so the n^2 term is measured; estimates for a
+    windowed prefill scale it by the attention area.
+    """
     from engine.prompt import repeated_tokens  # here: `estimate` needs no llama.cpp
 
     tokens = repeated_tokens(engine.runtime.model, text, max(lengths), "calibration")

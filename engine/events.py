@@ -75,12 +75,13 @@ class RunResult:
     bypassed: bool = False
     bypass_reason: str = ""
     draft_peak_mem_bytes: int = 0  # CPU: weights + peak RSS growth while scoring; CUDA: max allocated
+    draft_window: int = 0  # the draft prefill's attention window (0: full attention)
     stop_reason: str = ""  # eos | max_new_tokens
     truncated_tokens: int = 0  # document tokens cut to fit the context (RunSettings.truncate)
     truncated_chars: int = 0
 
     SPEC_ONLY = ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason",
-                 "draft_peak_mem_bytes")
+                 "draft_peak_mem_bytes", "draft_window")
 
     def to_json(self) -> dict:
         data = asdict(self)

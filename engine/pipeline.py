@@ -184,9 +184,11 @@ class Engine:
         parts = render_parts(self.runtime.model, document_text, question, settings.system_prompt)
         return tokenize_parts(self.runtime.model, parts)
 
-    def estimate(self, n_tokens: int, keep: float) -> dict | None:
+    def estimate(self, n_tokens: int, settings: RunSettings) -> dict | None:
         """Predicted TTFTs from this machine's calibration, or None when not calibrated."""
-        return self.cost_model.estimate(n_tokens, keep) if self.cost_model else None
+        if self.cost_model is None:
+            return None
+        return self.cost_model.estimate(n_tokens, settings.keep, settings.draft_window)
 
     def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str:
         """Why SpecPrefill would not pay off for this prompt ("" when it runs).
@@ -197,9 +199,9 @@ class Engine:
         if settings.force:
             return ""
         if settings.min_tokens is None and self.cost_model is not None:
-            if self.cost_model.pays_off(n_tokens, settings.keep):
+            if self.cost_model.pays_off(n_tokens, settings.keep, settings.draft_window):
                 return ""
-            est = self.cost_model.estimate(n_tokens, settings.keep)
+            est = self.estimate(n_tokens, settings)
             return (f"predicted SpecPrefill TTFT {est['spec_ttft_s']:.1f}s is not below full prefill "
                     f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens")
         threshold = settings.min_tokens if settings.min_tokens is not None else DEFAULT_MIN_TOKENS
@@ -274,7 +276,8 @@ class Engine:
         yield StageChanged(run, "draft", f"draft scoring {prompt.n_tokens} tokens")
         with PeakMemory(self.info.device) as draft_mem:
             score = yield from self._progress(run, "draft", self.scorer.iter_score(
-                prompt.tokens.tolist(), settings.lookahead, settings.kernel, request.cancel))
+                prompt.tokens.tolist(), settings.lookahead, settings.kernel, request.cancel,
+                settings.draft_window))
         draft_s = time.perf_counter() - t_draft
 
         t_select = time.perf_counter()
@@ -298,7 +301,8 @@ class Engine:
         yield RunFinished(run, RunResult(
             **request.result_fields(), draft_s=draft_s, select_s=select_s,
             kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode,
-            draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), **result))
+            draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), draft_window=settings.draft_window,
+            **result))
 
     def _require_draft_memory(self, n_prompt: int) -> None:
         """The draft's cache grows with the prompt: refuse before scoring rather than die in it."""

@@ -26,6 +26,9 @@ class ModelSettings:
 
 
 DEFAULT_MIN_TOKENS = 4096  # below about 4K tokens the draft costs more than it saves
+DRAFT_PREFILL_CHUNK = 1024  # tokens per draft prefill step: bounds memory, lets Cancel in between
+DRAFT_WINDOW_SINKS = 64  # first prompt tokens every query sees when the draft's prefill is windowed
+DEFAULT_DRAFT_WINDOW = 4096  # draft prefill attention window (0: full attention); see the perf note
 
 
 @dataclass
@@ -40,5 +43,6 @@ class RunSettings:
     chunk_size: int = 32
     kernel: int = 13
     lookahead: int = 8
+    draft_window: int = DEFAULT_DRAFT_WINDOW  # draft prefill attends to this many recent tokens; 0 = all
     truncate: bool = False  # cut the document's end to fit the context instead of refusing
     system_prompt: str = "You are a helpful assistant. Answer using only the document."

@@ -1,7 +1,9 @@
 """Token importance from the draft's look-ahead attention (SpecPrefill, Liu et al. 2025).
 
 1. Prefill the prompt minus its last token with SDPA, in chunks (memory stays bounded,
-   and Cancel and progress get a say between layers).
+   and Cancel and progress get a say between layers). Optionally each prompt token
+   attends only to the first tokens and a recent window (a sliding window with attention
+   sinks): the draft's cost then grows linearly past the window instead of quadratically.
 2. Feed the last prompt token, then greedy look-ahead tokens, one at a time. At each
    step, capture every layer's and head's softmax(q k^T / sqrt(d)) and keep the columns
    of the prompt's keys.
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from dataclasses import dataclass, field
 
@@ -21,6 +24,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from engine.cancel import NEVER, CancelToken
 from engine.draft.selection import step_importance
+from engine.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS
 from engine.steps import Steps, run_to_end
 
 ATTN_IMPL = "specprefill"
@@ -35,6 +39,36 @@ class _Capture:
 
 
 _ACTIVE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("specprefill_capture", default=None)
+
+
+@dataclass(frozen=True)
+class PrefillWindow:
+    """During the draft's prefill, a query sees the first `sinks` keys and its last `recent` keys."""
+
+    recent: int
+    sinks: int = DRAFT_WINDOW_SINKS
+
+
+_WINDOW: contextvars.ContextVar[PrefillWindow | None] = contextvars.ContextVar("specprefill_window", default=None)
+
+
+def window_keys(key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, q_len: int,
+                window: PrefillWindow):
+    """Drop the keys no query of this chunk may see: everything between the sinks and the
+    `recent` keys before the chunk's first query. Every query then sees at least `recent`
+    earlier tokens. Keys carry their rotary positions already, so slicing keeps them right."""
+    kv_len = key.shape[2]
+    tail = window.recent + q_len
+    if kv_len <= window.sinks + tail:
+        return key, value, mask
+    head = window.sinks
+
+    def cut(t: torch.Tensor) -> torch.Tensor:
+        return torch.cat([t[..., :head, :], t[..., kv_len - tail:, :]], dim=-2)
+
+    if mask is not None:
+        mask = torch.cat([mask[..., :head], mask[..., kv_len - tail:]], dim=-1)
+    return cut(key), cut(value), mask
 
 
 def prompt_attention_probs(query: torch.Tensor, key: torch.Tensor, scaling: float, n_prompt: int) -> torch.Tensor:
@@ -54,6 +88,9 @@ def capturing_attention(module, query, key, value, attention_mask, scaling=None,
     if capture is not None and query.shape[2] == 1:
         scale = scaling if scaling is not None else query.shape[-1] ** -0.5
         capture.rows[module.layer_idx] = prompt_attention_probs(query, key, scale, capture.n_prompt)
+    window = _WINDOW.get()
+    if window is not None and query.shape[2] > 1:
+        key, value, attention_mask = window_keys(key, value, attention_mask, query.shape[2], window)
     return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
 
 
@@ -71,26 +108,34 @@ class ScoreResult:
 class DraftScorer:
     """Scores prompt tokens with a loaded transformers causal LM (attn_implementation=ATTN_IMPL)."""
 
-    def __init__(self, model, eos_ids: set[int], prefill_chunk: int = 1024):
+    def __init__(self, model, eos_ids: set[int], prefill_chunk: int = DRAFT_PREFILL_CHUNK,
+                 window_sinks: int = DRAFT_WINDOW_SINKS):
         self.model = model
         self.eos_ids = eos_ids
         self.prefill_chunk = prefill_chunk
+        self.window_sinks = window_sinks  # first tokens every query sees when the prefill is windowed
         self.device = next(model.parameters()).device
 
     def score(self, tokens: list[int], lookahead: int = 8, kernel: int = 13,
-              cancel: CancelToken = NEVER) -> ScoreResult:
-        return run_to_end(self.iter_score(tokens, lookahead, kernel, cancel))
+              cancel: CancelToken = NEVER, window: int = 0) -> ScoreResult:
+        return run_to_end(self.iter_score(tokens, lookahead, kernel, cancel, window))
 
     def iter_score(self, tokens: list[int], lookahead: int = 8, kernel: int = 13,
-                   cancel: CancelToken = NEVER) -> Steps[ScoreResult]:
-        """Yields (tokens prefilled, total) after each prefill chunk; returns the scores."""
+                   cancel: CancelToken = NEVER, window: int = 0) -> Steps[ScoreResult]:
+        """Yields (tokens prefilled, total) after each prefill chunk; returns the scores.
+
+        window > 0: prompt tokens attend to the first tokens and their last `window` tokens
+        only (look-ahead queries still score every prompt key).
+        """
         if len(tokens) < 2:
             raise ValueError("need at least two prompt tokens to score")
         with self._cancellable(cancel), torch.inference_mode():
             cache = DynamicCache(config=self.model.config)
             body = tokens[:-1]
+            prefill_window = PrefillWindow(window, self.window_sinks) if window > 0 else None
             for start in range(0, len(body), self.prefill_chunk):
-                self._prefill_chunk(body[start:start + self.prefill_chunk], start, cache)
+                with _prefill_window(prefill_window):
+                    self._prefill_chunk(body[start:start + self.prefill_chunk], start, cache)
                 yield min(start + self.prefill_chunk, len(body)), len(tokens)
             result = self._look_ahead(tokens, cache, lookahead, kernel, cancel)
             yield len(tokens), len(tokens)  # the look-ahead covered the last prompt token
@@ -139,6 +184,15 @@ class DraftScorer:
     def _cancellable(self, cancel: CancelToken):
         """Check Cancel before every decoder layer, so a long prefill chunk stops within a layer."""
         return _LayerHooks(self.model.model.layers, lambda *_: cancel.raise_if_cancelled())
+
+
+@contextlib.contextmanager
+def _prefill_window(window: PrefillWindow | None):
+    reset = _WINDOW.set(window)
+    try:
+        yield
+    finally:
+        _WINDOW.reset(reset)
 
 
 class _LayerHooks:

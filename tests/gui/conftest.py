@@ -129,8 +129,10 @@ class FakeEngine:
     def close(self) -> None:
         self.closed = True
 
-    def estimate(self, n_tokens: int, keep: float) -> dict | None:
-        return self.cost_model.estimate(n_tokens, keep) if self.cost_model else None
+    def estimate(self, n_tokens: int, settings) -> dict | None:
+        if self.cost_model is None:
+            return None
+        return self.cost_model.estimate(n_tokens, settings.keep, settings.draft_window)
 
     def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str:
         if settings.force:

@@ -68,15 +68,15 @@ def test_keep_slider_is_bounded_to_5_to_90_percent(window):
     assert slider.value() == 90
 
 
-def test_settings_dialog_chunk_size_and_lookahead_reach_the_engine(loaded_window, qtbot, engine_factory):
+def test_settings_dialog_chunk_size_lookahead_and_window_reach_the_engine(loaded_window, qtbot, engine_factory):
     window = loaded_window
     from desktop.settings_store import RunPreferences
 
-    window.store.save_run_preferences(RunPreferences(chunk_size=16, lookahead=4))
+    window.store.save_run_preferences(RunPreferences(chunk_size=16, lookahead=4, draft_window=0))
     window.controls.spec_button.click()
     wait_run_done(qtbot, window)
     settings = engine_factory.engine.requests[-1]["settings"]
-    assert (settings.chunk_size, settings.lookahead) == (16, 4)
+    assert (settings.chunk_size, settings.lookahead, settings.draft_window) == (16, 4, 0)
 
 
 def test_never_two_runs_at_once(loaded_window, qtbot, engine_factory, fake_config):

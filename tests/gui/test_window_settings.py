@@ -9,7 +9,7 @@ from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QDialogButtonBox, QPushButton
 
 from engine import models
-from engine.settings import ModelSettings
+from engine.settings import ModelSettings, RunSettings
 from desktop.load_dialog import ModelLoadDialog
 from desktop.settings_store import RunPreferences, SettingsStore
 
@@ -99,6 +99,7 @@ def test_settings_dialog_saves_and_reloads_the_engine(window, qtbot, engine_fact
     dialog.context.setValue(8192)
     dialog.lookahead.setValue(6)
     dialog.chunk_size.setValue(64)
+    dialog.draft_window.setValue(2048)
     ok(dialog)
     qtbot.waitUntil(lambda: len(engine_factory.built) == 2 and window.host.is_ready, timeout=3000)
     assert first_engine.closed
@@ -109,14 +110,16 @@ def test_settings_dialog_saves_and_reloads_the_engine(window, qtbot, engine_fact
     # Persisted: a fresh store over the same file reads the same values.
     reread = SettingsStore(QSettings(qsettings.fileName(), QSettings.Format.IniFormat))
     assert reread.model_settings() == loaded_with
-    assert reread.run_preferences() == RunPreferences(chunk_size=64, lookahead=6)
+    assert reread.run_preferences() == RunPreferences(chunk_size=64, lookahead=6, draft_window=2048)
 
 
 def test_restore_defaults_resets_every_field(window, qtbot, engine_factory):
     window.store.save_model_settings(
         ModelSettings(target_path=Path("/m/t.gguf"), device="cuda", n_threads=3, n_ctx=4096, draft_quant="none"))
-    window.store.save_run_preferences(RunPreferences(chunk_size=8, lookahead=2, max_new_tokens=32, min_tokens=0))
+    window.store.save_run_preferences(RunPreferences(chunk_size=8, lookahead=2, max_new_tokens=32, min_tokens=0,
+                                                     draft_window=0))
     dialog = window.open_settings()
+    assert dialog.draft_window.text() == "Full attention"
     assert dialog.target.edit.text() == "/m/t.gguf" and dialog.device.currentData() == "cuda"
     assert dialog.draft_precision.currentData() == "none"
     assert (dialog.threshold.value, dialog.max_new_tokens.value()) == (0, 32)
@@ -128,6 +131,7 @@ def test_restore_defaults_resets_every_field(window, qtbot, engine_factory):
     assert dialog.threads.value() == 0 and dialog.threads.text() == "Auto (physical cores)"
     assert dialog.context.value() == defaults.n_ctx
     assert (dialog.chunk_size.value(), dialog.lookahead.value()) == (RunPreferences().chunk_size, RunPreferences().lookahead)
+    assert dialog.draft_window.value() == RunSettings().draft_window == 4096
     assert dialog.threshold.automatic.isChecked() and not dialog.threshold.tokens.isEnabled()
     assert dialog.threshold.value is None
     assert dialog.max_new_tokens.value() == 256

@@ -58,3 +58,32 @@ def test_calibrate_on_the_tiny_engine_fits_its_measurements(engine):
     assert isinstance(model, CostModel)
     assert model.measurements["target"]["256"] == measured[4][2]
     assert model.baseline_ttft(256) > 0 and model.draft(256) > 0
+
+
+def test_attention_area_is_the_square_without_a_window():
+    for n in (1, 1000, 1024, 5000, 16384):
+        assert costmodel.attention_area(n, 0, chunk=1024) == n * n
+
+
+def test_attention_area_counts_the_pairs_a_windowed_prefill_computes():
+    # chunk 4, window 4, sinks 2: chunks start at 0, 4, 8, 12; a chunk starting past 6 sees 6 earlier keys.
+    n, chunk, window, sinks = 14, 4, 4, 2
+    pairs = 0
+    for start in range(0, n, chunk):
+        q = min(chunk, n - start)
+        earlier = start if start <= sinks + window else sinks + window
+        pairs += q * earlier + q * (q + 1) // 2  # earlier keys, then causal within the chunk
+    area = costmodel.attention_area(n, window, chunk=chunk, sinks=sinks)
+    assert area == pytest.approx(2 * pairs, abs=n)  # the area counts the diagonal as half
+    assert costmodel.attention_area(16384, 4096) < 0.6 * 16384 ** 2  # linear growth past the window
+    assert costmodel.attention_area(4096, 4096) == 4096 ** 2  # nothing cut below the window
+
+
+def test_windowed_estimate_scales_only_the_attention_term():
+    model = CostModel(target_prefill=Quadratic(0, 0.01, 0), draft=Quadratic(1, 0.002, 1e-7))
+    full, windowed = model.estimate(16384, 0.2, 0), model.estimate(16384, 0.2, 4096)
+    assert full["draft_s"] == pytest.approx(1 + 0.002 * 16384 + 1e-7 * 16384 ** 2)
+    area = costmodel.attention_area(16384, 4096)
+    assert windowed["draft_s"] == pytest.approx(1 + 0.002 * 16384 + 1e-7 * area)
+    assert windowed["target_prefill_s"] == pytest.approx(full["target_prefill_s"])
+    assert windowed["draft_window"] == 4096 and windowed["speedup"] > full["speedup"]

@@ -256,7 +256,7 @@ def test_calibrated_prediction_replaces_the_fixed_threshold(engine, monkeypatch)
     settings = RunSettings(keep=0.2)
     monkeypatch.setattr(engine, "cost_model", slow_target)
     assert engine.bypass_reason(n, settings) == ""  # SpecPrefill predicted to win, below 4096 too
-    assert engine.estimate(n, 0.2)["speedup"] > 1
+    assert engine.estimate(n, RunSettings(keep=0.2))["speedup"] > 1
     monkeypatch.setattr(engine, "cost_model", slow_draft)
     assert "predicted" in engine.bypass_reason(n, settings)
     assert engine.bypass_reason(n, RunSettings(keep=0.2, force=True)) == ""

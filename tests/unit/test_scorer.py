@@ -13,12 +13,12 @@ def naive_pool(row: np.ndarray, kernel: int) -> np.ndarray:
     return np.array([row[max(0, i - half): i + half + 1].mean() for i in range(len(row))])
 
 
-def naive_importance(model_eager, tokens, lookahead_tokens, steps, kernel):
+def naive_importance(model_eager, tokens, lookahead_tokens, steps, kernel, mask=None):
     """Full eager attention over prompt+look-ahead, then pool, max over layers x heads, mean over steps."""
     n = len(tokens)
     full = torch.tensor([tokens + lookahead_tokens])
     with torch.no_grad():
-        out = model_eager(full, output_attentions=True)
+        out = model_eager(full, attention_mask=mask, output_attentions=True)
     per_step = []
     for j in range(steps):
         rows = [att[0, h, n - 1 + j, :n].double().numpy() for att in out.attentions for h in range(att.shape[1])]
@@ -37,6 +37,40 @@ def test_scores_match_naive_eager_attention(prefill_chunk):
     assert result.steps == 5 and len(result.lookahead_tokens) == 5
     expected = naive_importance(eager, tokens, result.lookahead_tokens[:4], 5, kernel=5)
     np.testing.assert_allclose(result.importance, expected, atol=1e-5, rtol=0)
+
+
+def windowed_prefill_mask(length: int, n_body: int, chunk: int, recent: int, sinks: int) -> torch.Tensor:
+    """Additive 4-D mask: causal; a prompt-body query in the chunk starting at s sees keys
+    [0, sinks) and [s - recent, i]; the last prompt token and look-ahead tokens see everything."""
+    allowed = torch.ones(length, length, dtype=torch.bool).tril()
+    for i in range(n_body):
+        start = i - i % chunk
+        if start > sinks + recent:
+            allowed[i, sinks:start - recent] = False
+    return torch.zeros(length, length).masked_fill(~allowed, float("-inf"))[None, None]
+
+
+@pytest.mark.parametrize("prefill_chunk,window", [(7, 5), (4, 9), (16, 3)])
+def test_windowed_prefill_matches_naive_masked_attention(prefill_chunk, window):
+    model = tiny_qwen2()
+    eager = tiny_qwen2(attn_implementation="eager")
+    eager.load_state_dict(model.state_dict())
+    tokens = list(np.random.default_rng(2).integers(0, 96, size=45))
+    scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=prefill_chunk, window_sinks=2)
+    result = scorer.score(tokens, lookahead=4, kernel=3, window=window)
+    full = scorer.score(tokens, lookahead=4, kernel=3)
+    mask = windowed_prefill_mask(len(tokens) + 3, len(tokens) - 1, prefill_chunk, window, sinks=2)
+    expected = naive_importance(eager, tokens, result.lookahead_tokens[:3], 4, kernel=3, mask=mask)
+    np.testing.assert_allclose(result.importance, expected, atol=1e-5, rtol=0)
+    assert not np.allclose(result.importance, full.importance, atol=1e-4)  # the window did cut keys
+
+
+def test_window_wider_than_the_prompt_changes_nothing():
+    model = tiny_qwen2()
+    tokens = list(np.random.default_rng(3).integers(0, 96, size=40))
+    scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=8, window_sinks=2)
+    np.testing.assert_array_equal(scorer.score(tokens, lookahead=2, window=64).importance,
+                                  scorer.score(tokens, lookahead=2).importance)
 
 
 def test_lookahead_tokens_are_greedy():
