@@ -305,7 +305,8 @@ def cmd_estimate(args, cancel: CancelToken) -> int:
     if args.json:
         print(json.dumps(estimate, indent=2))
     else:
-        print(f"{args.tokens} tokens, keep {args.keep}: baseline {estimate['baseline_ttft_s']:.1f}s, "
+        window = f"draft window {args.draft_window}" if args.draft_window else "full draft attention"
+        print(f"{args.tokens} tokens, keep {args.keep}, {window}: baseline {estimate['baseline_ttft_s']:.1f}s, "
               f"SpecPrefill {estimate['spec_ttft_s']:.1f}s (draft {estimate['draft_s']:.1f}s + target "
               f"{estimate['target_prefill_s']:.1f}s), speed-up {estimate['speedup']:.2f}x")
     return 0

@@ -78,8 +78,15 @@ class CostModel:
     machine: dict = field(default_factory=dict)
 
     def kept_tokens(self, n_tokens: int, keep: float) -> int:
+        """Tokens the target prefills: the top chunks, and never fewer than the first chunk and the
+        question's chunk, which are always kept."""
         n_chunks = math.ceil(n_tokens / self.chunk_size)
-        return min(n_tokens, math.ceil(keep * n_chunks) * self.chunk_size)
+        return min(n_tokens, max(math.ceil(keep * n_chunks), 2) * self.chunk_size)
+
+    def shortest_calibrated(self) -> int:
+        """The shortest prompt the draft was timed at: below it a prediction is an extrapolation."""
+        lengths = [int(n) for n in self.measurements.get("draft", {})]
+        return min(lengths) if lengths else 0
 
     def baseline_ttft(self, n_tokens: int) -> float:
         return self.target_prefill(n_tokens)
@@ -98,7 +105,11 @@ class CostModel:
                 "speedup": base / spec if spec > 0 else 0.0}
 
     def pays_off(self, n_tokens: int, keep: float, window: int = 0, margin: float = 1.05) -> bool:
-        """Auto-bypass rule: run SpecPrefill only where it is predicted to win by `margin`."""
+        """Auto-bypass rule: run SpecPrefill only where it is predicted to win by `margin`, and
+        not on prompts shorter than the calibration measured (a fit's constant terms are
+        least sure there, and the time to gain is a second or two)."""
+        if n_tokens < self.shortest_calibrated():
+            return False
         return self.baseline_ttft(n_tokens) >= margin * self.spec_ttft(n_tokens, keep, window)
 
     def to_json(self) -> dict:

@@ -201,6 +201,9 @@ class Engine:
         if settings.min_tokens is None and self.cost_model is not None:
             if self.cost_model.pays_off(n_tokens, settings.keep, settings.draft_window):
                 return ""
+            shortest = self.cost_model.shortest_calibrated()
+            if n_tokens < shortest:
+                return f"{n_tokens} tokens is below {shortest}, the shortest prompt this machine was calibrated at"
             est = self.estimate(n_tokens, settings)
             return (f"predicted SpecPrefill TTFT {est['spec_ttft_s']:.1f}s is not below full prefill "
                     f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens")

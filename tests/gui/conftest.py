@@ -138,7 +138,7 @@ class FakeEngine:
         if settings.force:
             return ""
         if settings.min_tokens is None and self.cost_model is not None:
-            pays_off = self.cost_model.pays_off(n_tokens, settings.keep)
+            pays_off = self.cost_model.pays_off(n_tokens, settings.keep, settings.draft_window)
             return "" if pays_off else f"no gain predicted at {n_tokens} tokens"
         threshold = DEFAULT_MIN_TOKENS if settings.min_tokens is None else settings.min_tokens
         return "" if n_tokens >= threshold else f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}"

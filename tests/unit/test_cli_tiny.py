@@ -60,7 +60,7 @@ def test_bench_json_contract(cli, tmp_path):
     run, models, doc = cli
     plot = tmp_path / "ttft.png"
     proc = run("bench", "--doc", str(doc), "--lengths", "64,160", "--keep", "0.25", "--chunk-size", "8",
-               "--json", "--plot", str(plot), *models)
+               "--draft-window", "32", "--json", "--plot", str(plot), *models)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)["results"]
     assert [r["tokens"] for r in rows] == [64, 160]
@@ -69,6 +69,7 @@ def test_bench_json_contract(cli, tmp_path):
             assert key in r
         assert r["speedup"] == pytest.approx(r["baseline_ttft_s"] / r["spec_ttft_s"])
         assert r["prompt_tokens"] > r["tokens"]  # the chat template and the question come on top
+        assert r["draft_window"] == 32
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -82,3 +83,6 @@ def test_calibrate_then_estimate(cli):
     est = json.loads(run("estimate", "--tokens", "8192", "--keep", "0.2", "--json").stdout)
     assert est["tokens"] == 8192 and est["baseline_ttft_s"] > 0
     assert est["speedup"] == pytest.approx(est["baseline_ttft_s"] / est["spec_ttft_s"])
+    full = json.loads(run("estimate", "--tokens", "8192", "--keep", "0.2", "--draft-window", "0", "--json").stdout)
+    assert (est["draft_window"], full["draft_window"]) == (4096, 0)
+    assert full["draft_s"] >= est["draft_s"] and full["baseline_ttft_s"] == est["baseline_ttft_s"]

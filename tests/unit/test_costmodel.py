@@ -87,3 +87,19 @@ def test_windowed_estimate_scales_only_the_attention_term():
     assert windowed["draft_s"] == pytest.approx(1 + 0.002 * 16384 + 1e-7 * area)
     assert windowed["target_prefill_s"] == pytest.approx(full["target_prefill_s"])
     assert windowed["draft_window"] == 4096 and windowed["speedup"] > full["speedup"]
+
+
+def test_short_prompts_keep_the_first_and_question_chunks():
+    model = CostModel(target_prefill=Quadratic(0, 0.02, 0), draft=Quadratic(0, 0.001, 0))
+    assert model.kept_tokens(200, 0.2) == 64  # ceil(0.2 * 7) = 2 chunks
+    assert model.kept_tokens(100, 0.1) == 64  # 1 chunk by keep, but first and last are always kept
+    assert model.kept_tokens(20, 0.2) == 20
+
+
+def test_no_auto_specprefill_below_the_shortest_calibrated_length():
+    cheap_draft = dict(target_prefill=Quadratic(0, 0.02, 0), draft=Quadratic(0, 0.0001, 0))
+    uncalibrated_lengths = CostModel(**cheap_draft)
+    timed = CostModel(**cheap_draft, measurements={"draft": {"1024": 0.1, "4096": 0.4}, "target": {}})
+    assert timed.shortest_calibrated() == 1024 and uncalibrated_lengths.shortest_calibrated() == 0
+    assert uncalibrated_lengths.pays_off(512, 0.2)
+    assert not timed.pays_off(512, 0.2) and timed.pays_off(1024, 0.2)

@@ -260,6 +260,10 @@ def test_calibrated_prediction_replaces_the_fixed_threshold(engine, monkeypatch)
     monkeypatch.setattr(engine, "cost_model", slow_draft)
     assert "predicted" in engine.bypass_reason(n, settings)
     assert engine.bypass_reason(n, RunSettings(keep=0.2, force=True)) == ""
+    timed_from_1024 = CostModel(target_prefill=Quadratic(0, 1.0, 0), draft=Quadratic(0, 0.01, 0),
+                                measurements={"draft": {"1024": 10.0}, "target": {"1024": 1000.0}})
+    monkeypatch.setattr(engine, "cost_model", timed_from_1024)
+    assert "shortest prompt this machine was calibrated at" in engine.bypass_reason(n, settings)
     # a threshold the user sets wins over the prediction
     assert engine.bypass_reason(n, RunSettings(keep=0.2, min_tokens=100)) == ""
 
