@@ -99,18 +99,27 @@ class CostModel:
 
     def estimate(self, n_tokens: int, keep: float, window: int = 0) -> dict:
         base, draft = self.baseline_ttft(n_tokens), self.draft_time(n_tokens, window)
-        spec = self.spec_ttft(n_tokens, keep, window)
+        target = self.target_prefill(self.kept_tokens(n_tokens, keep))
+        spec = draft + target
         return {"tokens": n_tokens, "keep": keep, "draft_window": window, "baseline_ttft_s": base,
-                "spec_ttft_s": spec, "draft_s": draft, "target_prefill_s": spec - draft,
+                "spec_ttft_s": spec, "draft_s": draft, "target_prefill_s": target,
                 "speedup": base / spec if spec > 0 else 0.0}
 
+    def bypass_reason(self, n_tokens: int, keep: float, window: int = 0, margin: float = 1.05) -> str:
+        """The auto-bypass rule: why SpecPrefill would not run ("" when it is predicted to win
+        by `margin`). Never on prompts shorter than the calibration measured: a fit's constant
+        terms are least sure there, and the time to gain is a second or two."""
+        shortest = self.shortest_calibrated()
+        if n_tokens < shortest:
+            return f"{n_tokens} tokens is below {shortest}, the shortest prompt this machine was calibrated at"
+        est = self.estimate(n_tokens, keep, window)
+        if est["baseline_ttft_s"] >= margin * est["spec_ttft_s"]:
+            return ""
+        return (f"predicted SpecPrefill TTFT {est['spec_ttft_s']:.1f}s is not below full prefill "
+                f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens")
+
     def pays_off(self, n_tokens: int, keep: float, window: int = 0, margin: float = 1.05) -> bool:
-        """Auto-bypass rule: run SpecPrefill only where it is predicted to win by `margin`, and
-        not on prompts shorter than the calibration measured (a fit's constant terms are
-        least sure there, and the time to gain is a second or two)."""
-        if n_tokens < self.shortest_calibrated():
-            return False
-        return self.baseline_ttft(n_tokens) >= margin * self.spec_ttft(n_tokens, keep, window)
+        return not self.bypass_reason(n_tokens, keep, window, margin)
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -199,14 +199,7 @@ class Engine:
         if settings.force:
             return ""
         if settings.min_tokens is None and self.cost_model is not None:
-            if self.cost_model.pays_off(n_tokens, settings.keep, settings.draft_window):
-                return ""
-            shortest = self.cost_model.shortest_calibrated()
-            if n_tokens < shortest:
-                return f"{n_tokens} tokens is below {shortest}, the shortest prompt this machine was calibrated at"
-            est = self.estimate(n_tokens, settings)
-            return (f"predicted SpecPrefill TTFT {est['spec_ttft_s']:.1f}s is not below full prefill "
-                    f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens")
+            return self.cost_model.bypass_reason(n_tokens, settings.keep, settings.draft_window)
         threshold = settings.min_tokens if settings.min_tokens is not None else DEFAULT_MIN_TOKENS
         if n_tokens >= threshold:
             return ""

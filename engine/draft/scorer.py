@@ -134,7 +134,8 @@ class DraftScorer:
             body = tokens[:-1]
             prefill_window = PrefillWindow(window, self.window_sinks) if window > 0 else None
             for start in range(0, len(body), self.prefill_chunk):
-                with _prefill_window(prefill_window):
+                # Set per chunk, not around the loop: the caller's code runs at each yield.
+                with _bound(_WINDOW, prefill_window):
                     self._prefill_chunk(body[start:start + self.prefill_chunk], start, cache)
                 yield min(start + self.prefill_chunk, len(body)), len(tokens)
             result = self._look_ahead(tokens, cache, lookahead, kernel, cancel)
@@ -166,12 +167,9 @@ class DraftScorer:
         return ScoreResult(importance=(total / steps).numpy(), lookahead_tokens=generated, steps=steps)
 
     def _step(self, token: int, position: int, cache: DynamicCache, capture: _Capture) -> int:
-        reset = _ACTIVE.set(capture)
-        try:
+        with _bound(_ACTIVE, capture):
             out = self.model.model(input_ids=self._ids([token]), position_ids=self._positions(position, 1),
                                    cache=cache, use_cache=True)
-        finally:
-            _ACTIVE.reset(reset)
         logits = self.model.lm_head(out.last_hidden_state[:, -1])
         return int(logits.argmax(dim=-1).item())
 
@@ -187,12 +185,13 @@ class DraftScorer:
 
 
 @contextlib.contextmanager
-def _prefill_window(window: PrefillWindow | None):
-    reset = _WINDOW.set(window)
+def _bound(var: contextvars.ContextVar, value):
+    """`var` holds `value` inside the block only (what the attention function reads)."""
+    reset = var.set(value)
     try:
         yield
     finally:
-        _WINDOW.reset(reset)
+        var.reset(reset)
 
 
 class _LayerHooks:
