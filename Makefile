@@ -27,7 +27,7 @@ run: setup
 	$(VENV)/bin/specprefill-gui
 
 demo: setup
-	$(VENV)/bin/specprefill run --doc resources/sample/sample.md --force --max-new-tokens 64 \
+	$(VENV)/bin/specprefill run --doc engine/eval/calibration_sample.md --force --max-new-tokens 64 \
 		--question "What is this document about? Answer in two sentences."
 
 lint-imports: $(STAMP)

@@ -1,6 +1,6 @@
 """An A/B suite's results: per-case table (filled run by run), summary, the report's two plots, export.
 
-Figures read as in the HTML report: the same formatting helpers from engine.report, the
+Figures read as in the HTML report: the same formatting helpers from engine.eval.report, the
 same plots (drawn on the engine thread by desktop.ab_session), the same CSV writer.
 """
 
@@ -25,9 +25,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.ab import run_label
-from engine.atomic import write_text_atomic
-from engine.report import MISSING, fmt_fraction, fmt_ratio, fmt_seconds, write_csv
+from engine.api import run_label
+from engine.api import write_text_atomic
+from engine.api import MISSING, fmt_fraction, fmt_ratio, fmt_seconds, write_csv
 from desktop.ab_session import AbOutcome, AbRow
 
 BASELINE_COLUMNS = ("answer", "correct", "TTFT")

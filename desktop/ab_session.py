@@ -1,7 +1,7 @@
-"""One A/B suite at a time: engine.ab.run_suite on the engine thread, its progress and rows back here.
+"""One A/B suite at a time: engine.eval.ab.run_suite on the engine thread, its progress and rows back here.
 
 The whole job runs on the engine host's thread, so it queues with normal runs and never
-overlaps them: engine.ab loads each case's document (engine.ingest), runs the baseline and
+overlaps them: engine.eval.ab loads each case's document (engine.ingest), runs the baseline and
 each keep, and at the end the same job scores the runs and draws the report's plots, so
 the GUI thread only shows what comes back.
 """
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.ab import AbFinished, AbProgress, AbRunDone, run_label, run_record, run_suite
-from engine.report import quality_plot_png, render_html, ttft_plot_png
-from engine.settings import RunSettings
-from engine.suite import Case
+from engine.api import AbFinished, AbProgress, AbRunDone, run_label, run_record, run_suite
+from engine.api import quality_plot_png, render_html, ttft_plot_png
+from engine.api import RunSettings
+from engine.api import Case
 from desktop.engine_host import EngineHost, EngineLike
 from desktop.job_session import EngineJobSession
 from desktop.worker import WorkerContext
@@ -39,7 +39,7 @@ class AbRow:
 
     case_id: str
     keep: str | None  # None: the baseline
-    record: dict  # engine.ab.run_record
+    record: dict  # engine.eval.ab.run_record
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def outcome_of(report: dict) -> AbOutcome:
 
 
 class AbSession(EngineJobSession):
-    progress = Signal(object)  # engine.ab.AbProgress, before each run
+    progress = Signal(object)  # engine.eval.ab.AbProgress, before each run
     row = Signal(object)  # AbRow, after each run
 
     def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:

@@ -20,8 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.ab import DEFAULT_KEEPS, AbError, AbProgress, parse_keeps
-from engine.ab_cli import format_duration
+from engine.api import DEFAULT_KEEPS, AbError, AbProgress, format_duration, parse_keeps
 from desktop.ab_results import AbResultsView
 from desktop.ab_session import AbOutcome, AbRequest, AbRow
 from desktop.job_session import CANCELLED, FAILED, FINISHED

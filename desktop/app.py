@@ -12,8 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from engine.cancel import CancelToken
-from engine.settings import ModelSettings
+from engine.api import CancelToken, ModelSettings, load_document, load_engine, prepare_models
 from desktop.engine_host import EngineLike, ProgressFn
 
 log = logging.getLogger("desktop")
@@ -22,39 +21,19 @@ TAB_CHOICES = ("heatmap", "kept", "answers", "diff", "ab")
 
 
 def load_real_engine(settings: ModelSettings, progress: ProgressFn, cancel: CancelToken) -> EngineLike:
-    """Runs on the engine worker thread; importing here keeps torch out of the window's start.
-
-    On the first run the default models are not there yet: they are assembled here, with
-    the load dialog's progress. Engine.load itself never downloads: a corrupt default model
-    fails the load, and the window then offers `assemble_default_models`.
-    """
-    from engine.pipeline import Engine
-
-    if settings.target_path is None or settings.draft_path is None:
-        assemble_missing_defaults(progress, cancel)
-    return Engine.load(settings, progress=progress, cancel=cancel)
-
-
-def assemble_missing_defaults(progress: ProgressFn, cancel: CancelToken) -> None:
-    """First run: fetch the default models that are not on disk yet (a file that is there but
-    fails its hash is left for the user to replace, through the banner's offer)."""
-    from engine import models
-
-    for spec in models.DEFAULTS:
-        if not spec.path.exists():
-            models.assemble(spec, progress, cancel)
+    """Runs on the engine worker thread. On the first run the default models are not there yet:
+    `prepare_models` assembles them, with the load dialog's progress. The load itself never
+    downloads: a corrupt default model fails it, and the window offers `assemble_default_models`."""
+    prepare_models(settings, progress, cancel)
+    return load_engine(settings, progress, cancel)
 
 
 def assemble_default_models(progress: ProgressFn, cancel: CancelToken) -> None:
-    """Fetch and verify the default models that are missing or fail their hash (runs on the worker)."""
-    from engine.models import ensure_default_models
-
-    ensure_default_models(progress, cancel)
+    """Assemble again the default models that are missing or fail their hash (runs on the worker)."""
+    prepare_models(ModelSettings(), progress, cancel, repair=True)
 
 
 def load_real_document(path, *, password=None, cancel=None, progress=None):
-    from engine.ingest import load_document
-
     return load_document(path, password=password, cancel=cancel, progress=progress)
 
 

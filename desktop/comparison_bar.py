@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
-from engine.events import RunResult
-from engine.metrics import answer_agreement
+from engine.api import RunResult
+from engine.api import answer_agreement
 from desktop.formatting import fmt_seconds
 
 NOT_YET = "—"

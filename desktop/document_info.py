@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
-from engine.ingest.document import Document
+from engine.api import Document
 from desktop.engine_host import Prediction
 from desktop.formatting import fmt_count, fmt_percent, fmt_seconds
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.ingest.document import Document
+from engine.api import Document
 from desktop.engine_host import EngineHost
 from desktop.worker import Worker, WorkerContext, make_pool
 

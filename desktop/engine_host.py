@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.cancel import CancelToken
-from engine.errors import Cancelled, DefaultModelsError
-from engine.settings import ModelSettings, RunSettings
+from engine.api import CancelToken
+from engine.api import Cancelled, DefaultModelsError
+from engine.api import ModelSettings, RunSettings
 from desktop.worker import Worker, WorkerContext, make_pool
 
 log = logging.getLogger(__name__)

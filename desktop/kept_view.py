@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.events import Selection
-from engine.ingest.document import Document
+from engine.api import Selection
+from engine.api import Document
 from desktop import heat_colors
 from desktop.formatting import fmt_count, fmt_percent
 from desktop.minimap import Minimap, bands_for

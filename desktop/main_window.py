@@ -24,10 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.events import Notice, RunFinished, SelectionMade
-from engine.ingest.document import Document
-from engine.settings import ModelSettings, RunSettings
-from engine.suite import Case
+from engine.api import Notice, RunFinished, SelectionMade
+from engine.api import Document
+from engine.api import ModelSettings, RunSettings
+from engine.api import Case
 from desktop.ab_session import AbRequest, AbSession
 from desktop.ab_tab import AbTab
 from desktop.answer_diff import AnswerCompareView

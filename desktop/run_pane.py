@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QTextCursor
 from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QPlainTextEdit, QProgressBar, QVBoxLayout, QWidget
 
-from engine.events import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
+from engine.api import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
 from desktop.formatting import fmt_count, fmt_percent, fmt_rate, fmt_seconds
 
 STAGE_TEXT = {

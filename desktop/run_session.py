@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.events import RunFinished, RunResult
-from engine.ingest.document import Document
-from engine.settings import RunSettings
+from engine.api import RunFinished, RunResult
+from engine.api import Document
+from engine.api import RunSettings
 from desktop.engine_host import EngineHost
 from desktop.job_session import EngineJobSession
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
-from engine.events import TokenGenerated
+from engine.api import TokenGenerated
 from desktop.main_window import MainWindow
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from engine.events import Selection
+from engine.api import Selection
 
 Range = tuple[int, int]
 

@@ -20,8 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import models
-from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings
+from engine.api import DEFAULT_DRAFT, DEFAULT_MIN_TOKENS, DEFAULT_TARGET, ModelSettings
 from desktop.settings_store import RunPreferences
 
 DEVICES = (("auto", "Auto"), ("cuda", "CUDA"), ("cpu", "CPU"))
@@ -109,8 +108,8 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self._base = model_settings  # fields the dialog does not edit (n_batch) are kept from here
-        self.target = _PathField(f"Default: {models.TARGET.name}", allow_folder=False)
-        self.draft = _PathField(f"Default: {models.DRAFT.name} (GGUF file or transformers folder)", allow_folder=True)
+        self.target = _PathField(f"Default: {DEFAULT_TARGET.name}", allow_folder=False)
+        self.draft = _PathField(f"Default: {DEFAULT_DRAFT.name} (GGUF file or transformers folder)", allow_folder=True)
         self.device = QComboBox()
         for value, text in DEVICES:
             self.device.addItem(text, value)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
-from engine.settings import ModelSettings, RunSettings
+from engine.api import ModelSettings, RunSettings
 from desktop.run_controls import KEEP_DEFAULT, KEEP_MAX, KEEP_MIN
 
 ORGANIZATION = "SpecPrefill"

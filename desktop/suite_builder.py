@@ -1,6 +1,6 @@
 """Building A/B suites in the app: new cases from the open document, and saving them as JSONL.
 
-The file format is engine.suite's; a saved suite is parsed back with engine.suite before it
+The file format is engine.eval.suite's; a saved suite is parsed back with engine.eval.suite before it
 replaces the file, so the app never writes a suite that `specprefill ab` would reject.
 """
 
@@ -10,8 +10,8 @@ import json
 import re
 from pathlib import Path
 
-from engine.atomic import write_text_atomic
-from engine.suite import DEFAULT_KIND, Case, parse_suite
+from engine.api import write_text_atomic
+from engine.api import DEFAULT_KIND, Case, parse_suite
 
 ANSWER_SEPARATOR = "|"  # answers may contain commas ("sixteen, 16"), rarely a bar
 QUICK_CHECK_ID = "quick-check"

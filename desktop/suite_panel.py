@@ -1,6 +1,6 @@
 """The A/B suite being edited: open a .jsonl, see its cases, add the open document's question, save.
 
-A suite that fails to parse is reported with engine.suite's own message, which starts
+A suite that fails to parse is reported with engine.eval.suite's own message, which starts
 with FILE:LINE, and the cases shown before stay as they were.
 """
 
@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.suite import Case, SuiteError, load_suite
+from engine.api import Case, SuiteError, load_suite
 from desktop.suite_builder import ANSWER_SEPARATOR, new_case, save_suite
 
 SUITE_FILTER = "A/B suites (*.jsonl);;All files (*)"

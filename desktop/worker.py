@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
-from engine.cancel import CancelToken
-from engine.errors import Cancelled, SpecPrefillError
+from engine.api import CancelToken
+from engine.api import Cancelled, SpecPrefillError
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The draft selector on torch + transformers: loading, look-ahead scoring, chunk selection."""

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from engine.errors import ModelError
-from engine.paths import draft_cache_dir
+from engine.core.errors import ModelError
+from engine.core.paths import draft_cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from engine.cancel import NEVER, CancelToken
+from engine.core.cancel import NEVER, CancelToken
 from engine.draft.selection import step_importance
-from engine.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS
-from engine.steps import Steps, run_to_end
+from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS
+from engine.core.steps import Steps, run_to_end
 
 ATTN_IMPL = "specprefill"
 

@@ -5,7 +5,7 @@
 `progress` is called as progress(done, total, label). `limits` is an
 IngestLimits (or, for a folder, a FolderLimits). Every failure a user can act
 on is an IngestError with a one-line message that names the path; a cancel
-raises engine.errors.Cancelled.
+raises engine.core.errors.Cancelled.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import os
 import stat
 from pathlib import Path
 
-from engine.cancel import CancelToken
-from engine.errors import IngestError
+from engine.core.cancel import CancelToken
+from engine.core.errors import IngestError
 from engine.ingest._common import (
     PDF_MAGIC,
     SNIFF_BYTES,

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from engine.cancel import NEVER, CancelToken
+from engine.core.cancel import NEVER, CancelToken
 
 Progress = Callable[[int, int, str], None]
 

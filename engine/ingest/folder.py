@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from engine.cancel import CancelToken
-from engine.errors import IngestError
+from engine.core.cancel import CancelToken
+from engine.core.errors import IngestError
 from engine.ingest._common import (
     SNIFF_BYTES,
     FolderLimits,

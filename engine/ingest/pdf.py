@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from engine.cancel import CancelToken
-from engine.errors import IngestError, PasswordError
+from engine.core.cancel import CancelToken
+from engine.core.errors import IngestError, PasswordError
 from engine.ingest._common import (
     PDF_MAGIC,
     SNIFF_BYTES,

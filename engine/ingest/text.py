@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.cancel import CancelToken
-from engine.errors import IngestError
+from engine.core.cancel import CancelToken
+from engine.core.errors import IngestError
 from engine.ingest._common import Progress, clean_text, decode_bytes, human_bytes, token
 from engine.ingest.document import Document, Segment
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings
 
-from engine.cancel import CancelToken
-from engine.costmodel import CostModel, Quadratic
-from engine.errors import IngestError, SpecPrefillError
-from engine.events import (
+from engine.core.cancel import CancelToken
+from engine.pipeline.costmodel import CostModel, Quadratic
+from engine.core.errors import IngestError, SpecPrefillError
+from engine.core.events import (
     Notice,
     Progress,
     RunFinished,
@@ -34,7 +34,7 @@ from engine.events import (
     TokenGenerated,
 )
 from engine.ingest.document import Document, Segment
-from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
+from engine.core.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
 
 CHARS_PER_TOKEN = 4
 SYSTEM_PROMPT = "You are a helpful assistant. Answer using only the document.\n\n"

@@ -1,6 +1,6 @@
 """The A/B test tab: suites opened, built and saved; runs with progress, results, plots, export, cancel.
 
-Suite documents are real text files: engine.ab loads them with engine.ingest on the engine
+Suite documents are real text files: engine.eval.ab loads them with engine.ingest on the engine
 thread, as it does in the app. The fake engine answers; at keep 0.1 its SpecPrefill answer
 loses the word "retries", so that case's keep 0.1 run is scored incorrect.
 """
@@ -13,9 +13,9 @@ import time
 import pytest
 from PySide6.QtWidgets import QFileDialog
 
-from engine.metrics import answer_agreement
-from engine.report import CSV_COLUMNS, fmt_fraction
-from engine.suite import load_suite
+from engine.eval.metrics import answer_agreement
+from engine.eval.report import CSV_COLUMNS, fmt_fraction
+from engine.eval.suite import load_suite
 from tests.gui.conftest import (
     BASELINE_ANSWER,
     SPEC_ANSWER,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
-from engine.settings import ModelSettings
+from engine.core.settings import ModelSettings
 from desktop import app
 from desktop.main_window import MainWindow
 from desktop.screenshot import EXIT_OK, ScreenshotDirector, ShotPlan

@@ -3,9 +3,9 @@
 from dataclasses import replace
 
 import desktop.app as app
-from engine import models
-from engine.cancel import CancelToken
-from engine.settings import ModelSettings
+from engine.models import defaults as models
+from engine.core.cancel import CancelToken
+from engine.core.settings import ModelSettings
 
 
 def test_missing_defaults_are_assembled_with_progress_and_present_ones_left_alone(tmp_path, monkeypatch):

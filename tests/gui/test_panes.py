@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.events import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
-from engine.metrics import answer_agreement
-from engine.settings import RunSettings
+from engine.core.events import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
+from engine.eval.metrics import answer_agreement
+from engine.core.settings import RunSettings
 from desktop.answer_diff import AnswerCompareView, word_diff
 from desktop.comparison_bar import ComparisonBar
 from desktop.run_pane import RunPane

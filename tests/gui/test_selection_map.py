@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.events import Selection
+from engine.core.events import Selection
 from desktop.selection_map import chunk_spans, complement, covered_fraction, kept_ranges, merge_ranges
 from desktop.text_projection import TextProjection, Utf16Index
 

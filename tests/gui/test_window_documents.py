@@ -179,7 +179,7 @@ def test_real_ingest_reads_a_code_folder(make_window, qtbot, code_folder):
 
 def slow_loader(delay_s: float):
     """The fake loader, but each page takes `delay_s` (honouring cancel meanwhile)."""
-    from engine.cancel import CancelToken
+    from engine.core.cancel import CancelToken
     from tests.gui.conftest import wait
 
     def load(path, *, password=None, cancel=None, progress=None):

@@ -8,8 +8,8 @@ from pathlib import Path
 from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QDialogButtonBox, QPushButton
 
-from engine import models
-from engine.settings import ModelSettings, RunSettings
+from engine.models import defaults as models
+from engine.core.settings import ModelSettings, RunSettings
 from desktop.load_dialog import ModelLoadDialog
 from desktop.settings_store import RunPreferences, SettingsStore
 

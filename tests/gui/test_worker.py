@@ -9,7 +9,7 @@ import time
 import pytest
 from PySide6.QtCore import QThread
 
-from engine.errors import SpecPrefillError
+from engine.core.errors import SpecPrefillError
 from desktop.worker import Worker, make_pool
 
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import models
+from engine.models import defaults as models
 
 ROOT = Path(__file__).resolve().parents[2]
-FAQ = ROOT / "resources" / "sample" / "sample.md"
+FAQ = ROOT / "engine" / "eval" / "calibration_sample.md"
 
 
 def short_faq_excerpt(chars: int = 2400) -> str:

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from engine.events import RunFinished, SelectionMade
+from engine.core.events import RunFinished, SelectionMade
 from engine.ingest import load_document
 from engine.pipeline import Engine
-from engine.settings import RunSettings
+from engine.core.settings import RunSettings
 
 pytestmark = pytest.mark.real_models
 QUESTION = "Where is the zlib documentation (man pages, etc.)? Name the file."

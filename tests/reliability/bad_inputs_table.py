@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine import models  # noqa: E402
+from engine.models import defaults as models  # noqa: E402
 from tests.fixtures.folders import tree  # noqa: E402
 from tests.fixtures.pdfs import encrypt_pdf, make_bomb_pdf, make_pdf, write_pdf  # noqa: E402
 from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab, write_tiny_pair, write_tiny_qwen2_gguf  # noqa: E402

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from engine.cancel import CancelToken
-from engine.cli import main as cli_main
-from engine.errors import Cancelled
+from engine.core.cancel import CancelToken
+from engine.cli.main import main as cli_main
+from engine.core.errors import Cancelled
 from engine.ingest import load_document
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import IngestError
+from engine.core.errors import IngestError
 from engine.ingest import FolderLimits, load_document
 from engine.ingest import folder as folder_module
 from tests.fixtures.folders import tree

@@ -25,13 +25,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.draft.selection import plan_selection
-from engine.errors import IngestError
+from engine.core.errors import IngestError
 from engine.ingest import load_document
 from tests.fixtures.pdfs import encrypt_pdf, make_pdf
 from tests.reliability import fuzz_figures
 
 REPO = Path(__file__).resolve().parents[2]
-REAL_SEED = REPO / "resources" / "docs" / "mpich-user-guide.pdf"
+REAL_SEED = REPO / "resources" / "samples" / "docs" / "mpich-user-guide.pdf"
 SCALE = float(os.environ.get("SPECPREFILL_FUZZ_SCALE", "1"))
 CASE_LIMIT_S = 10.0
 PASSWORD = "s3cret"
@@ -185,7 +185,7 @@ def test_mutated_generated_pdfs_extract_or_fail_cleanly(generated_seeds, tmp_pat
     assert tally["cases"] >= examples(480)
 
 
-@pytest.mark.skipif(not REAL_SEED.exists(), reason="resources/docs is not in this checkout")
+@pytest.mark.skipif(not REAL_SEED.exists(), reason="resources/samples/docs is not in this checkout")
 def test_mutated_real_pdf_extracts_or_fails_cleanly(tmp_path):
     tally = new_tally(f"mutated {REAL_SEED.name} (16 pages, 85 KB)")
     seed = REAL_SEED.read_bytes()

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from desktop.app import load_real_document
-from engine.errors import DefaultModelsError, ModelError
+from engine.core.errors import DefaultModelsError, ModelError
 from tests.fixtures.pdfs import encrypt_pdf, make_bomb_pdf, make_pdf, write_pdf
 from tests.gui.conftest import FakeEngine, open_and_ask, page_text, wait_run_done
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import IngestError
+from engine.core.errors import IngestError
 from engine.ingest import IngestLimits, load_document
-from engine.memory import PeakMemory
+from engine.pipeline.peak_memory import PeakMemory
 from tests.fixtures.pdfs import (
     assemble_pdf,
     encrypt_pdf,

@@ -12,14 +12,14 @@ from contextlib import contextmanager
 
 import pytest
 
-import engine.ab_cli
+import engine.cli.ab
 import engine.draft.scorer
-from engine.cancel import CancelToken
-from engine.errors import Cancelled, EngineBusyError, RuntimeFailure
-from engine.events import Progress, RunFinished, StageChanged, TokenGenerated
+from engine.core.cancel import CancelToken
+from engine.core.errors import Cancelled, EngineBusyError, RuntimeFailure
+from engine.core.events import Progress, RunFinished, StageChanged, TokenGenerated
 from engine.ingest import load_document
 from engine.pipeline import Engine
-from engine.settings import ModelSettings, RunSettings
+from engine.core.settings import ModelSettings, RunSettings
 from tests.fixtures.pdfs import write_pdf
 from tests.reliability.support import run_cli, tiny_model_flags
 
@@ -157,7 +157,7 @@ def test_an_interrupted_ab_suite_leaves_the_previous_report_intact(capsys, pair,
         if getattr(event, "case_number", 1) == 2:
             signal.raise_signal(signal.SIGINT)  # Ctrl-C: the CLI's handler cancels the suite
 
-    monkeypatch.setattr(engine.ab_cli, "print_progress", interrupt_on_second_case)
+    monkeypatch.setattr(engine.cli.ab, "print_progress", interrupt_on_second_case)
     code, lines = run_cli(capsys, "ab", "--suite", str(suite), "--keep", "0.5", "--force", "--max-new-tokens", "4",
                           "--report", str(report), *tiny_model_flags(*pair))
     assert code == 130 and lines[-1] == "specprefill: cancelled"

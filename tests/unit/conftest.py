@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.pipeline import Engine
-from engine.settings import ModelSettings
+from engine.core.settings import ModelSettings
 from tests.fixtures.tiny_gguf import write_tiny_pair
 
 

@@ -2,9 +2,10 @@ import json
 
 import pytest
 
-from engine import costmodel
-from engine.costmodel import CostModel, Quadratic, fit_quadratic
-from engine.errors import SpecPrefillError
+from engine.eval.calibrate import calibrate
+from engine.pipeline import costmodel
+from engine.pipeline.costmodel import CostModel, Quadratic, fit_quadratic
+from engine.core.errors import SpecPrefillError
 
 
 def test_fit_recovers_a_quadratic():
@@ -49,7 +50,7 @@ def test_save_load_roundtrip_and_errors(tmp_path):
 
 def test_calibrate_on_the_tiny_engine_fits_its_measurements(engine):
     text = "The quick brown fox jumps over the lazy dog. " * 40
-    items = list(costmodel.calibrate(engine, text, [64, 128, 256], lookahead=2))
+    items = list(calibrate(engine, text, [64, 128, 256], lookahead=2))
     model = items[-1]
     measured = [i for i in items[:-1]]
     assert [(role, n) for role, n, _ in measured] == [

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.cancel import CancelToken
-from engine.errors import Cancelled, IngestError
+from engine.core.cancel import CancelToken
+from engine.core.errors import Cancelled, IngestError
 from engine.ingest import FolderLimits, IngestLimits, load_document
 from engine.ingest._common import decode_bytes, page_ranges
 from engine.ingest.folder import file_header
@@ -20,7 +20,7 @@ from tests.fixtures.folders import tree
 from tests.fixtures.pdfs import encrypt_pdf, make_pdf, write_pdf
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = REPO / "resources" / "docs"
+DOCS = REPO / "resources" / "samples" / "docs"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -616,8 +616,8 @@ def test_real_pdfs(name, pages, chars, probe, warnings):
 
 
 def test_real_sample_text_and_code():
-    sample = REPO / "resources" / "sample" / "sample.md"
-    code = REPO / "resources" / "code" / "toolz"
+    sample = REPO / "engine" / "eval" / "calibration_sample.md"
+    code = REPO / "resources" / "samples" / "code" / "toolz"
     if not sample.exists() or not code.exists():
         pytest.skip("resources are not in this checkout")
     doc = load_document(sample)

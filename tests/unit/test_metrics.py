@@ -1,4 +1,4 @@
-from engine.metrics import answer_agreement, is_correct, normalize
+from engine.eval.metrics import answer_agreement, is_correct, normalize
 
 
 def test_normalize_collapses_whitespace_and_case():

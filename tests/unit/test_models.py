@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from engine import models
-from engine.errors import ModelError
+from engine.models import defaults as models
+from engine.core.errors import ModelError
 
 
 def fake_wheel(directory, index: int, payload: bytes):

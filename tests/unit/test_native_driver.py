@@ -1,14 +1,14 @@
-"""The native llama.cpp driver (engine.target.native) and TargetRuntime, on a tiny random Qwen2 GGUF."""
+"""The native llama.cpp driver (engine.llama.native) and TargetRuntime, on a tiny random Qwen2 GGUF."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine.cancel import NEVER, CancelToken
-from engine.errors import Cancelled, RuntimeFailure
-from engine.target.native import DECODE_ERRORS, LlamaBatch, LlamaContext, LlamaModel, decode_error_message
-from engine.target.runtime import TargetRuntime
+from engine.core.cancel import NEVER, CancelToken
+from engine.core.errors import Cancelled, RuntimeFailure
+from engine.llama.native import DECODE_ERRORS, LlamaBatch, LlamaContext, LlamaModel, decode_error_message
+from engine.llama.runtime import TargetRuntime
 from tests.fixtures.tiny_gguf import CHATML_TEMPLATE, build_vocab, bytes_to_unicode, write_tiny_qwen2_gguf
 
 GAPPED = np.array([0, 1, 2, 10, 11, 30], dtype=np.int32)
@@ -65,7 +65,7 @@ def test_vocab_only_load_has_the_same_vocabulary(gguf_path, model):
 
 
 def test_a_file_that_is_not_gguf_is_a_model_error(tmp_path):
-    from engine.errors import ModelError
+    from engine.core.errors import ModelError
 
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"definitely not a gguf file" * 10)

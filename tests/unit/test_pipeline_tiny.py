@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from engine.cancel import CancelToken
+from engine.core.cancel import CancelToken
 from engine.draft.loader import dequantized_dir
-from engine.errors import Cancelled, ContextOverflowError, ModelError
-from engine.events import Notice, Progress, RunFinished, SelectionMade, StageChanged, TokenGenerated
-from engine.costmodel import CostModel, Quadratic
+from engine.core.errors import Cancelled, ContextOverflowError, ModelError
+from engine.core.events import Notice, Progress, RunFinished, SelectionMade, StageChanged, TokenGenerated
+from engine.pipeline.costmodel import CostModel, Quadratic
 from engine.pipeline import Engine
-from engine.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
+from engine.core.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
 from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab
 
 DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))

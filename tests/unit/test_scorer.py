@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.cancel import CancelToken
+from engine.core.cancel import CancelToken
 from engine.draft.scorer import DraftScorer
-from engine.errors import Cancelled
+from engine.core.errors import Cancelled
 from tests.unit.tiny_models import tiny_qwen2
 
 

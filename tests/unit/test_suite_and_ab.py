@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+
+import engine.cli.ab
 import base64
 import csv
 import io
@@ -13,17 +15,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine import atomic, models
-from engine.ab import (AbError, AbFinished, AbProgress, AbRunDone, estimate_remaining, parse_keeps,
+from engine.core import atomic
+from engine.models import defaults as models
+from engine.eval.ab import (AbError, AbFinished, AbProgress, AbRunDone, estimate_remaining, parse_keeps,
                        run_suite, run_suite_report)
-from engine.ab_cli import add_ab_parser, cmd_ab, format_duration
-from engine.atomic import write_text_atomic
-from engine.cancel import NEVER
-from engine.errors import ContextOverflowError, SpecPrefillError
-from engine.events import RunFinished, RunResult, StageChanged
-from engine.report import render_csv, render_html, write_csv
-from engine.settings import RunSettings
-from engine.suite import Case, SuiteError, load_suite
+from engine.cli.ab import add_parser as add_ab_parser
+from engine.cli.ab import command as cmd_ab
+from engine.core.formatting import format_duration
+from engine.core.atomic import write_text_atomic
+from engine.core.cancel import NEVER
+from engine.core.errors import ContextOverflowError, SpecPrefillError
+from engine.core.events import RunFinished, RunResult, StageChanged
+from engine.eval.report import render_csv, render_html, write_csv
+from engine.core.settings import RunSettings
+from engine.eval.suite import Case, SuiteError, load_suite
 
 # -- a scripted engine ------------------------------------------------------------------
 # (question, "baseline" or keep as typed) -> (answer, ttft_s)
@@ -250,7 +255,7 @@ def test_runs_in_order_with_the_callers_settings_and_each_keep(finished):
 
 
 def test_documents_are_ingested_once_per_path(suite_path, monkeypatch):
-    import engine.ab as ab
+    import engine.eval.ab as ab
 
     loaded = []
     real_load = ab.load_document
@@ -401,15 +406,13 @@ def parse_ab(*argv: str) -> argparse.Namespace:
 
 @pytest.fixture
 def fake_loader(monkeypatch):
-    import engine.cli
-
     engines: list[FakeEngine] = []
 
-    def load_engine(args, quiet):
+    def load_engine(args, cancel, quiet):
         engines.append(FakeEngine())
         return engines[-1]
 
-    monkeypatch.setattr(engine.cli, "load_engine", load_engine)
+    monkeypatch.setattr(engine.cli.ab, "load_engine", load_engine)
     return engines
 
 

@@ -31,8 +31,8 @@ from engine.draft.selection import plan_selection
 import engine.draft.scorer as scorer_mod
 from engine.ingest import load_document
 from engine.pipeline import Engine
-from engine.prompt import token_char_offsets
-from engine.settings import RunSettings
+from engine.llama.prompt import token_char_offsets
+from engine.core.settings import RunSettings
 
 SMOL = Path(sys.argv[1])
 SUITE = Path(__file__).resolve().parents[2] / "eval" / "dev.jsonl"

@@ -1,0 +1,62 @@
+"""The engine's public API: everything the desktop app (and other tools) may use, in one place.
+
+The app imports this module only, never the engine's internals (an import-linter contract
+checks it). It is cheap to import: the model runtimes (torch, transformers, llama.cpp) load
+on the first call of `load_engine` or `prepare_models`, not at the app's start.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.core.atomic import write_bytes_atomic, write_text_atomic
+from engine.core.cancel import NEVER, CancelToken
+from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsError, EngineBusyError, IngestError,
+                                InsufficientMemoryError, ModelError, NotCalibratedError, PasswordError,
+                                PositionsUnsupportedError, RuntimeFailure, SettingsError, SpecPrefillError)
+from engine.core.formatting import format_duration
+from engine.core.events import (CompareResult, EngineEvent, Notice, Progress, RunFinished, RunName, RunResult,
+                                Selection, SelectionMade, Stage, StageChanged, TokenGenerated)
+from engine.core.settings import (DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, describe, option_of,
+                                  options, validate)
+from engine.eval.ab import (DEFAULT_KEEPS, AbError, AbFinished, AbProgress, AbRunDone, parse_keeps, run_label,
+                            run_record, run_suite)
+from engine.eval.metrics import answer_agreement
+from engine.eval.report import MISSING, fmt_fraction, fmt_ratio, fmt_seconds, quality_plot_png, render_html, \
+    ttft_plot_png, write_csv
+from engine.eval.suite import DEFAULT_KIND, Case, SuiteError, load_suite, parse_suite
+from engine.ingest import load_document
+from engine.ingest.document import Document
+from engine.models.defaults import DRAFT as DEFAULT_DRAFT
+from engine.models.defaults import TARGET as DEFAULT_TARGET
+
+if TYPE_CHECKING:
+    from engine.pipeline import Engine
+
+__all__ = [
+    "AbError", "AbFinished", "AbProgress", "AbRunDone", "Cancelled", "CancelToken", "Case", "CompareResult",
+    "ContextOverflowError", "DEFAULT_DRAFT", "DEFAULT_KEEPS", "DEFAULT_KIND", "DEFAULT_MIN_TOKENS",
+    "DEFAULT_TARGET", "DefaultModelsError", "Document", "EngineBusyError", "EngineEvent", "IngestError",
+    "InsufficientMemoryError", "MISSING", "ModelError", "ModelSettings", "NEVER", "NotCalibratedError", "Notice",
+    "Option", "PasswordError", "PositionsUnsupportedError", "Progress", "RunFinished", "RunName", "RunResult",
+    "RunSettings", "RuntimeFailure", "Selection", "SelectionMade", "SettingsError", "SpecPrefillError", "Stage",
+    "StageChanged", "SuiteError", "TokenGenerated", "answer_agreement", "describe", "fmt_fraction", "fmt_ratio",
+    "fmt_seconds", "format_duration", "load_document", "load_engine", "load_suite", "option_of", "options", "parse_keeps",
+    "parse_suite", "prepare_models", "quality_plot_png", "render_html", "run_label", "run_record", "run_suite",
+    "ttft_plot_png", "validate", "write_bytes_atomic", "write_csv", "write_text_atomic",
+]
+
+
+def load_engine(settings: ModelSettings, progress=None, cancel: CancelToken = NEVER) -> Engine:
+    """Both models, loaded and checked (vocabulary, memory, position support)."""
+    from engine.pipeline import Engine  # lazy: torch and llama.cpp load here, not at the app's start
+
+    return Engine.load(settings, progress=progress, cancel=cancel)
+
+
+def prepare_models(settings: ModelSettings | None = None, progress=None, cancel: CancelToken = NEVER, *,
+                   repair: bool = False) -> None:
+    """Assemble the default models the settings use (and repair broken ones), cache the draft."""
+    from engine.pipeline.prepare import prepare_models as prepare  # lazy: imports torch and llama.cpp
+
+    prepare(settings, progress, cancel, repair=repair)

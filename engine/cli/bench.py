@@ -1,0 +1,62 @@
+"""`specprefill bench`: TTFT of full prefill vs SpecPrefill at several prompt lengths."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.cli.loading import load_engine
+from engine.cli.options import add_model_options, add_run_options, int_list, path_arg, run_settings_from
+from engine.core.cancel import CancelToken
+from engine.core.events import StageChanged
+from engine.eval.bench import BenchRow, bench_settings, plot_ttft, run_bench
+from engine.ingest import load_document
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("bench", help="TTFT of full prefill vs SpecPrefill at several prompt lengths")
+    p.add_argument("--doc", type=path_arg, required=True)
+    p.add_argument("--lengths", type=int_list, default=[2048, 4096, 8192])
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--plot", type=path_arg, help="write a PNG of TTFT vs length")
+    p.add_argument("--respect-threshold", action="store_true",
+                   help="bypass SpecPrefill below --min-tokens, to measure the bypass cost")
+    add_run_options(p)
+    add_model_options(p)
+    p.set_defaults(command=command, max_new_tokens=16)
+    return p
+
+
+def command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    settings = bench_settings(run_settings_from(args), args.respect_threshold)
+    document = load_document(args.doc, password=args.password, cancel=cancel)
+    engine = load_engine(args, cancel, quiet=args.json)
+    rows: list[BenchRow] = []
+    try:
+        for item in run_bench(engine, document.text, args.lengths, settings, cancel):
+            if isinstance(item, BenchRow):
+                rows.append(item)
+                if not args.json:
+                    print(bench_line(item), flush=True)
+            elif isinstance(item, StageChanged) and item.stage in ("draft", "prefill") and not args.json:
+                print(f"[bench] {item.run}: {item.detail}", file=sys.stderr, flush=True)
+    finally:
+        engine.close()
+    info = engine.info
+    report = {"results": [r.to_json() for r in rows], "keep": args.keep, "doc": str(args.doc),
+              "models": {"target": info.target_name, "draft": info.draft_name, "device": info.device,
+                         "restore_supported": info.positions_supported}}
+    if args.plot:
+        plot_ttft(rows, args.plot, f"{Path(args.doc).name}, keep {args.keep}, {info.device}")
+    if args.json:
+        print(json.dumps(report, indent=2))
+    return 0
+
+
+def bench_line(r: BenchRow) -> str:
+    return (f"{r.prompt_tokens:>6} tok | baseline {r.baseline_ttft_s:7.2f}s | spec {r.spec_ttft_s:7.2f}s "
+            f"(draft {r.draft_s:6.2f}s + target {r.target_prefill_s:6.2f}s + other {r.overhead_s:5.2f}s) | "
+            f"{r.speedup:4.2f}x | kept {r.kept_fraction:.1%} | {r.positions}"
+            f" | draft mem {r.draft_peak_mem_bytes / 2**20:.0f} MiB")

@@ -1,0 +1,32 @@
+"""`specprefill estimate`: predicted baseline and SpecPrefill TTFT from this machine's calibration."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from engine.cli.options import add_settings_options
+from engine.core.cancel import CancelToken
+from engine.core.settings import RunSettings
+from engine.pipeline import costmodel
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("estimate", help="predict baseline and SpecPrefill TTFT from the calibration")
+    p.add_argument("--tokens", type=int, required=True)
+    add_settings_options(p, RunSettings, only=("keep", "draft_window"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(command=command)
+    return p
+
+
+def command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    estimate = costmodel.require().estimate(args.tokens, args.keep, args.draft_window)
+    if args.json:
+        print(json.dumps(estimate, indent=2))
+        return 0
+    window = f"draft window {args.draft_window}" if args.draft_window else "full draft attention"
+    print(f"{args.tokens} tokens, keep {args.keep}, {window}: baseline {estimate['baseline_ttft_s']:.1f}s, "
+          f"SpecPrefill {estimate['spec_ttft_s']:.1f}s (draft {estimate['draft_s']:.1f}s + target "
+          f"{estimate['target_prefill_s']:.1f}s), speed-up {estimate['speedup']:.2f}x")
+    return 0

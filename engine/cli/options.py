@@ -1,0 +1,130 @@
+"""Command-line options generated from the settings schema (engine.core.settings).
+
+Every flag's name, type, default, choices and help come from the field's Option, and each
+value is checked by the same Option.check the engine uses, so a bad value is one line on
+stderr with exit code 2 before any model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from engine.core.errors import SettingsError
+from engine.core.settings import ModelSettings, Option, RunSettings, describe, options
+
+EXIT_USAGE = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), like every other error here."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def flag_of(name: str, option: Option) -> str:
+    return option.flag or "--" + name.replace("_", "-")
+
+
+def dest_of(name: str, option: Option) -> str:
+    """The attribute argparse stores the flag in: --threads -> args.threads."""
+    return flag_of(name, option).lstrip("-").replace("-", "_")
+
+
+def _base_type(cls: type, name: str) -> type:
+    """The field's value type with None and Literal unwrapped: int, float, str, bool or Path."""
+    hint = typing.get_type_hints(cls)[name]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    if typing.get_origin(hint) is Literal:
+        return str
+    return hint
+
+
+def _converter(base: type, name: str, option: Option):
+    """argparse `type=`: parse the text, then check it against the schema."""
+
+    def convert(text: str) -> Any:
+        try:
+            value = base(text)
+        except ValueError:
+            kind = {int: "a whole number", float: "a number"}.get(base, base.__name__)
+            raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
+        try:
+            option.check(describe(name, option), value)
+        except SettingsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+    convert.__name__ = base.__name__  # argparse names the type in its messages
+    return convert
+
+
+def _help(option: Option, default: Any) -> str:
+    if default is None or isinstance(default, bool) or "default" in option.help:
+        return option.help
+    return f"{option.help} (default {default})"
+
+
+def add_settings_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
+                         skip: tuple[str, ...] = (), only: tuple[str, ...] | None = None) -> None:
+    """One option per field of `cls` that the CLI exposes, straight from the schema."""
+    for name, option, default in options(cls):
+        if option.flag == "" or name in skip or (only is not None and name not in only):
+            continue
+        base = _base_type(cls, name)
+        flag = flag_of(name, option)
+        if base is bool:
+            parser.add_argument(flag, dest=dest_of(name, option), action="store_true", help=option.help)
+            continue
+        kwargs: dict[str, Any] = dict(dest=dest_of(name, option), default=default, help=_help(option, default),
+                                      metavar=dest_of(name, option).upper(),
+                                      type=_converter(base, name, option))
+        if option.choices:
+            kwargs["choices"] = option.choices
+        parser.add_argument(flag, **kwargs)
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    add_settings_options(parser.add_argument_group("models"), ModelSettings)
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
+    group = parser.add_argument_group("SpecPrefill")
+    add_settings_options(group, RunSettings, skip)
+    group.add_argument("--password", default=None, help="password of an encrypted PDF")
+
+
+def settings_from(args: argparse.Namespace, cls: type, **overrides: Any):
+    """A settings object from the parsed options; fields the CLI does not expose keep their defaults."""
+    values = {name: getattr(args, dest_of(name, option)) for name, option, _ in options(cls)
+              if option.flag != "" and hasattr(args, dest_of(name, option))}
+    values.update(overrides)
+    return cls(**values)
+
+
+def model_settings_from(args: argparse.Namespace) -> ModelSettings:
+    return settings_from(args, ModelSettings)
+
+
+def run_settings_from(args: argparse.Namespace, **overrides: Any) -> RunSettings:
+    return settings_from(args, RunSettings, **overrides)
+
+
+def int_list(value: str) -> list[int]:
+    """'2048,4096' -> [2048, 4096]: prompt lengths of at least 64 tokens."""
+    try:
+        items = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
+    if not items or min(items) < 64:
+        raise argparse.ArgumentTypeError(f"lengths must be integers of at least 64, got {value!r}")
+    return items
+
+
+def path_arg(value: str) -> Path:
+    return Path(value).expanduser()

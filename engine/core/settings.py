@@ -1,0 +1,172 @@
+"""The settings schema: how to load the models, and how to run one request.
+
+Each field carries its help text, label, range and choices (`Option`), so the command
+line (engine.cli.options), the app's Settings persistence (desktop.settings_store) and
+validation are all generated from here: every default and every limit is written once.
+Both dataclasses validate themselves when built, so a bad value never reaches a model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from engine.core.errors import SettingsError
+
+PositionMode = Literal["auto", "restore", "renumber"]
+RunMode = Literal["baseline", "spec", "both"]
+Device = Literal["auto", "cuda", "cpu"]
+DraftQuant = Literal["none", "int8"]
+
+RUN_MODES: tuple[str, ...] = ("baseline", "spec", "both")
+DEFAULT_MIN_TOKENS = 4096  # below about 4K tokens the draft costs more than it saves
+DRAFT_PREFILL_CHUNK = 1024  # tokens per draft prefill step: bounds memory, lets Cancel in between
+DRAFT_WINDOW_SINKS = 64  # first prompt tokens every query sees when the draft's prefill is windowed
+MAX_CONTEXT_DEFAULT = 32768  # n_ctx when unset: the target's trained window, at most this
+
+
+@dataclass(frozen=True)
+class Option:
+    """What a front end needs to know about one setting."""
+
+    help: str
+    label: str = ""  # the Settings dialog's label; "" when the app does not edit it
+    minimum: float | None = None
+    maximum: float | None = None
+    above_minimum: bool = False  # the minimum itself is not allowed (keep > 0)
+    odd: bool = False
+    choices: tuple[str, ...] = ()
+    flag: str | None = None  # the CLI flag; None: derived from the field name; "": not on the CLI
+    none_means: str = ""  # what None stands for, where None is allowed
+    zero_means: str = ""  # what 0 stands for, where 0 is special
+    what: str = ""  # the setting's name in messages; "": the field name in words
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise SettingsError when `value` is outside this option's range or choices."""
+        if value is None:
+            if not self.none_means:
+                raise SettingsError(f"{name} must be set")
+            return
+        if self.choices and value not in self.choices:
+            raise SettingsError(f"{name} must be one of {', '.join(self.choices)}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return
+        if not math.isfinite(value):
+            raise SettingsError(f"{name} must be a finite number, got {value}")
+        if self.minimum is not None and (value < self.minimum or (self.above_minimum and value == self.minimum)):
+            raise SettingsError(f"{name} must be {self._range_text()}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise SettingsError(f"{name} must be {self._range_text()}, got {value}")
+        if self.odd and int(value) % 2 == 0:
+            raise SettingsError(f"{name} must be an odd number, got {value}")
+
+    def _range_text(self) -> str:
+        low = "(" if self.above_minimum else "["
+        if self.maximum is None:
+            return f"{'more than' if self.above_minimum else 'at least'} {_number(self.minimum)}"
+        return f"in {low}{_number(self.minimum)}, {_number(self.maximum)}]"
+
+
+def _number(x: float | None) -> str:
+    return str(int(x)) if x is not None and float(x).is_integer() else str(x)
+
+
+def setting(default: Any, **option: Any) -> Any:
+    """A dataclass field with its Option in the field's metadata."""
+    return field(default=default, metadata={"option": Option(**option)})
+
+
+def option_of(cls: type, name: str) -> Option:
+    return next(f.metadata["option"] for f in fields(cls) if f.name == name)
+
+
+def options(cls: type) -> list[tuple[str, Option, Any]]:
+    """(field name, Option, default) for every field of a settings class, in declaration order."""
+    return [(f.name, f.metadata["option"], f.default if f.default is not MISSING else None)
+            for f in fields(cls) if "option" in f.metadata]
+
+
+def describe(name: str, option: Option) -> str:
+    """How messages name a setting: "chunk size", "context size"."""
+    return option.what or name.replace("_", " ")
+
+
+def validate(settings: Any) -> None:
+    """Check every field of a settings object against its Option."""
+    for name, option, _ in options(type(settings)):
+        option.check(describe(name, option), getattr(settings, name))
+
+
+@dataclass
+class ModelSettings:
+    """How to load the target and the draft. None paths mean the default models."""
+
+    target_path: Path | None = setting(
+        None, flag="--target", none_means="the default target",
+        help="target GGUF (default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M)", label="Target model")
+    draft_path: Path | None = setting(
+        None, flag="--draft", none_means="the default draft",
+        help="draft GGUF or transformers model folder (default: Qwen2.5-Coder-0.5B-Instruct Q4_K_M)",
+        label="Draft model")
+    device: Device = setting("auto", choices=("auto", "cuda", "cpu"), label="Device",
+                             help="where the draft runs (auto: CUDA when torch sees one)")
+    draft_quant: DraftQuant = setting(
+        "int8", choices=("int8", "none"), label="Draft precision",
+        help="int8 (default): dynamic int8 draft Linear layers on CPU, ~2x faster scoring; none: fp32")
+    n_threads: int | None = setting(None, flag="--threads", what="threads", minimum=1, maximum=1024, label="Threads",
+                                    none_means="the physical cores", help="CPU threads (default: physical cores)")
+    n_ctx: int | None = setting(
+        None, minimum=256, what="context size", label="Context size (tokens)",
+        none_means=f"the target's trained window, at most {MAX_CONTEXT_DEFAULT}",
+        help=f"the target's context window in tokens (default: its trained window, at most "
+             f"{MAX_CONTEXT_DEFAULT}); at most what the target was trained for")
+    n_batch: int = setting(512, minimum=1, maximum=1 << 16, flag="", what="batch size", help="tokens per llama.cpp decode call")
+
+    def __post_init__(self) -> None:
+        for name in ("target_path", "draft_path"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                setattr(self, name, Path(value))
+        validate(self)
+
+
+@dataclass
+class RunSettings:
+    """One request: how much to keep and how to place the kept tokens."""
+
+    keep: float = setting(0.2, minimum=0.0, maximum=1.0, above_minimum=True,
+                          help="fraction of the prompt's chunks SpecPrefill keeps")
+    positions: PositionMode = setting(
+        "auto", choices=("auto", "restore", "renumber"),
+        help="where kept tokens go: restore their original positions, renumber them 0..n, "
+             "or auto (restore when the runtime supports it)")
+    min_tokens: int | None = setting(
+        None, minimum=0, maximum=1 << 24, label="SpecPrefill threshold",
+        none_means=f"the calibrated prediction, else {DEFAULT_MIN_TOKENS}",
+        help=f"below this many prompt tokens SpecPrefill is bypassed "
+             f"(default: the calibrated prediction, else {DEFAULT_MIN_TOKENS})")
+    force: bool = setting(False, help="run SpecPrefill even below the threshold")
+    max_new_tokens: int = setting(256, minimum=1, maximum=1 << 20, label="Max new tokens",
+                                  help="tokens to generate at most")
+    chunk_size: int = setting(32, minimum=1, maximum=1 << 16, label="Chunk size (tokens)",
+                              help="tokens per chunk the draft keeps or drops")
+    kernel: int = setting(13, minimum=1, maximum=1023, odd=True,
+                          help="average-pool width that smooths the draft's scores (odd)")
+    lookahead: int = setting(8, minimum=1, maximum=256, label="Draft look-ahead (tokens)",
+                             help="tokens the draft decodes ahead to score the prompt")
+    draft_window: int = setting(
+        4096, minimum=0, maximum=1 << 24, label="Draft attention window (tokens)", zero_means="Full attention",
+        help="tokens each prompt token attends back to in the draft's prefill (0 = full attention)")
+    truncate: bool = setting(
+        False, label="Long documents",
+        help="cut the end of a document too long for the context window (and say how much) instead of refusing")
+    system_prompt: str = setting("You are a helpful assistant. Answer using only the document.", flag="",
+                                 help="the system turn of the chat prompt")
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+DEFAULT_DRAFT_WINDOW: int = RunSettings.draft_window  # read from the schema, for the cost model

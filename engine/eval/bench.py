@@ -1,0 +1,97 @@
+"""TTFT benchmark: baseline vs SpecPrefill at several prompt lengths, on real text.
+
+Each length takes the first N tokens of the document's text (the text repeats when it is
+shorter) plus a fixed question, so every length measures real prose or code.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+
+from engine.core.atomic import write_bytes_atomic
+from engine.core.cancel import NEVER, CancelToken
+from engine.core.events import EngineEvent, RunFinished, RunResult
+from engine.pipeline import Engine
+from engine.core.settings import RunSettings
+
+BENCH_QUESTION = "Summarize the main topic of this document in one sentence."
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    tokens: int  # document tokens asked for
+    prompt_tokens: int  # with the chat template and the question
+    baseline_ttft_s: float
+    spec_ttft_s: float
+    tokenize_s: float
+    draft_s: float
+    select_s: float
+    target_prefill_s: float
+    baseline_prefill_s: float
+    speedup: float
+    kept_fraction: float
+    positions: str
+    bypassed: bool
+    draft_peak_mem_bytes: int
+    overhead_s: float  # spec TTFT not spent in draft or target prefill
+    draft_window: int  # the draft prefill's attention window (0: full attention)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:
+    return BenchRow(
+        tokens=n_tokens, prompt_tokens=spec.prompt_tokens, baseline_ttft_s=baseline.ttft_s,
+        spec_ttft_s=spec.ttft_s, tokenize_s=spec.tokenize_s, draft_s=spec.draft_s, select_s=spec.select_s,
+        target_prefill_s=spec.target_prefill_s, baseline_prefill_s=baseline.target_prefill_s,
+        speedup=baseline.ttft_s / spec.ttft_s if spec.ttft_s > 0 else 0.0, kept_fraction=spec.kept_fraction,
+        positions=spec.positions, bypassed=spec.bypassed, draft_peak_mem_bytes=spec.draft_peak_mem_bytes,
+        overhead_s=spec.ttft_s - spec.draft_s - spec.target_prefill_s, draft_window=spec.draft_window)
+
+
+def run_bench(engine: Engine, source_text: str, lengths: list[int], settings: RunSettings,
+              cancel: CancelToken = NEVER) -> Iterator[EngineEvent | BenchRow]:
+    """Engine events as they come, then one BenchRow per length."""
+    tokens = engine.sample_tokens(source_text, max(lengths), "benchmark")  # tokenized once
+    for n_tokens in lengths:
+        text = engine.detokenize(tokens[:n_tokens])
+        results: dict[str, RunResult] = {}
+        for event in engine.stream(text, BENCH_QUESTION, "both", settings, cancel):
+            if isinstance(event, RunFinished):
+                results[event.run] = event.result
+            yield event
+        yield bench_row(n_tokens, results["baseline"], results["spec"])
+
+
+def bench_settings(base: RunSettings, respect_threshold: bool) -> RunSettings:
+    """Bench measures SpecPrefill itself unless asked to measure the bypass below the threshold."""
+    return replace(base, force=not respect_threshold)
+
+
+def plot_ttft(rows: list[BenchRow], out_path, title: str) -> None:
+    import matplotlib  # lazy: matplotlib takes a second to import and only --plot needs it
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [r.prompt_tokens for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    ax.plot(x, [r.baseline_ttft_s for r in rows], "o-", label="Full prefill (baseline)", color="#555")
+    ax.plot(x, [r.spec_ttft_s for r in rows], "o-", label="SpecPrefill", color="#1f77b4")
+    ax.plot(x, [r.draft_s for r in rows], "--", label="  of which draft scoring", color="#ff7f0e")
+    for r in rows:
+        ax.annotate(f"{r.speedup:.2f}x", (r.prompt_tokens, r.spec_ttft_s), textcoords="offset points",
+                    xytext=(0, -14), ha="center", fontsize=8)
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("time to first token (s)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    write_bytes_atomic(out_path, buf.getvalue())

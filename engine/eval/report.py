@@ -1,0 +1,265 @@
+"""A/B reports as files: a self-contained HTML page (plots inlined as PNG) and a CSV.
+
+Both read the report dict that engine.eval.ab produces (`AbReport.to_json()`), so a report
+saved as JSON can be rendered again later. No external resources: the page opens offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+from html import escape
+
+from engine.core.atomic import write_text_atomic
+
+BASELINE_COLOR = "#6b7280"
+SPEC_COLOR = "#2563eb"
+AGREEMENT_COLOR = "#16a34a"
+MISSING = "–"
+
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2937;
+       max-width: 1200px; margin: 2rem auto; padding: 0 1rem; background: #fff; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2.2rem; border-bottom: 2px solid #e5e7eb; }
+h3 { margin: 0 0 .3rem; font-size: 1.05rem; }
+.muted { color: #6b7280; }
+.plots { display: flex; flex-wrap: wrap; gap: 1rem; }
+.plots figure { margin: 0; flex: 1 1 420px; } .plots img { width: 100%; border: 1px solid #e5e7eb; }
+table { border-collapse: collapse; width: 100%; margin: .6rem 0; }
+th, td { border: 1px solid #e5e7eb; padding: .35rem .55rem; text-align: left; vertical-align: top; }
+th { background: #f3f4f6; font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.case { border: 1px solid #e5e7eb; border-radius: 6px; padding: .8rem 1rem; margin: 1rem 0; }
+.case table { table-layout: fixed; }
+.answer { white-space: pre-wrap; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 13px; }
+.ok { color: #15803d; font-weight: 600; } .bad { color: #b91c1c; font-weight: 600; }
+.tag { display: inline-block; background: #eef2ff; color: #3730a3; border-radius: 4px; padding: 0 .4rem;
+       font-size: .85rem; }
+"""
+
+
+# -- files ---------------------------------------------------------------------------
+def write_html(report: dict, path) -> None:
+    write_text_atomic(path, render_html(report))
+
+
+def write_csv(report: dict, path) -> None:
+    """One row per case and run (baseline, then each keep), written atomically."""
+    write_text_atomic(path, render_csv(report))
+
+
+CSV_COLUMNS = ("case_id", "kind", "run", "keep", "answer", "correct", "agreement", "ttft_s", "tokenize_s",
+               "draft_s", "select_s", "target_prefill_s", "prompt_tokens", "prefill_tokens", "kept_fraction",
+               "positions", "bypassed", "bypass_reason", "generated_tokens", "stop_reason")
+
+
+def render_csv(report: dict) -> str:
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, restval="", extrasaction="ignore")
+    writer.writeheader()
+    for case in report["cases"]:
+        for keep, run in _runs_of(case):
+            row = {**run, "case_id": case["id"], "kind": case["kind"],
+                   "run": "baseline" if keep is None else "spec", "keep": keep or ""}
+            writer.writerow({name: _csv_cell(row.get(name)) for name in CSV_COLUMNS})
+    return out.getvalue()
+
+
+def _runs_of(case: dict) -> list[tuple[str | None, dict]]:
+    return [(None, case["baseline"]), *case["spec"].items()]
+
+
+def _csv_cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# -- HTML ------------------------------------------------------------------------------
+def render_html(report: dict) -> str:
+    summary, env = report["summary"], report["environment"]
+    body = "\n".join([
+        "<h1>SpecPrefill A/B report</h1>",
+        f'<p class="muted">{count(summary["n_cases"], "case")} · keep {escape(", ".join(summary["keeps"]))} · '
+        f'{escape(str(env.get("date", "")))}</p>',
+        "<h2>Plots</h2>", _plots(summary),
+        "<h2>Summary</h2>", _summary_table(summary["baseline"], summary["spec"]),
+        "<h2>By kind</h2>", _by_kind(summary["by_kind"]),
+        "<h2>Cases</h2>", *(_case_section(case) for case in report["cases"]),
+        "<h2>Environment</h2>", _environment_table(env),
+    ])
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>SpecPrefill A/B report</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+
+
+def _plots(summary: dict) -> str:
+    figures = [("Answer quality vs keep", quality_plot_png(summary)), ("TTFT vs keep", ttft_plot_png(summary))]
+    items = "".join(f'<figure><img alt="{escape(title)}" src="data:image/png;base64,{png}"></figure>'
+                    for title, png in figures)
+    return f'<div class="plots">{items}</div>'
+
+
+def _summary_table(baseline: dict, spec: dict) -> str:
+    head = ("<tr><th>run</th><th>accuracy</th><th>agreement</th><th>mean TTFT</th><th>speed-up</th>"
+            "<th>kept</th><th>draft</th><th>target prefill</th><th>bypassed</th></tr>")
+    rows = [_summary_row("baseline", baseline)]
+    rows += [_summary_row(f"keep {keep}", s) for keep, s in spec.items()]
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _summary_row(label: str, s: dict) -> str:
+    cells = [_accuracy_text(s), fmt_fraction(s.get("agreement")), fmt_seconds(s.get("mean_ttft_s")),
+             fmt_ratio(s.get("speedup")), fmt_fraction(s.get("mean_kept_fraction")),
+             fmt_seconds(s.get("mean_draft_s")), fmt_seconds(s.get("mean_target_prefill_s")),
+             MISSING if "n_bypassed" not in s else str(s["n_bypassed"])]
+    return f"<tr><th>{escape(label)}</th>{''.join(_num_cell(c) for c in cells)}</tr>"
+
+
+def _accuracy_text(s: dict) -> str:
+    if s.get("accuracy") is None:
+        return MISSING
+    return f"{fmt_fraction(s['accuracy'])} of {s.get('n_scored', '?')}"
+
+
+def _by_kind(by_kind: dict) -> str:
+    sections = [f'<h3>{escape(kind)} <span class="muted">({count(k["n_cases"], "case")})</span></h3>'
+                + _summary_table(k["baseline"], k["spec"]) for kind, k in sorted(by_kind.items())]
+    return "\n".join(sections)
+
+
+def _case_section(case: dict) -> str:
+    runs = _runs_of(case)
+    labels = "".join(f"<th>{escape('baseline' if keep is None else f'keep {keep}')}</th>" for keep, _ in runs)
+    rows = [
+        _case_row("answer", [f'<div class="answer">{escape(run["answer"])}</div>' for _, run in runs]),
+        _case_row("correct", [_mark(run.get("correct")) for _, run in runs]),
+        _case_row("agreement", [MISSING if keep is None else fmt_fraction(run.get("agreement"))
+                                for keep, run in runs]),
+        _case_row("TTFT", [fmt_seconds(run.get("ttft_s")) for _, run in runs]),
+        _case_row("kept", [_kept_text(run) for _, run in runs]),
+    ]
+    answers = case.get("answers")
+    expected = (", ".join(f"<code>{escape(a)}</code>" for a in answers) if answers
+                else '<span class="muted">none (scored by agreement)</span>')
+    return (f'<section class="case"><h3>{escape(case["id"])} <span class="tag">{escape(case["kind"])}</span></h3>'
+            f'<p><b>Q:</b> {escape(case["question"])}<br><b>Expected:</b> {expected}<br>'
+            f'<span class="muted">{escape(case["doc"])} · {case["prompt_tokens"]} prompt tokens</span></p>'
+            f"<table><tr><th></th>{labels}</tr>{''.join(rows)}</table></section>")
+
+
+def _case_row(label: str, cells: list[str]) -> str:
+    return f"<tr><th>{escape(label)}</th>{''.join(f'<td>{c}</td>' for c in cells)}</tr>"
+
+
+def _kept_text(run: dict) -> str:
+    if run.get("bypassed"):
+        return "bypassed (full prefill)"
+    return f"{fmt_fraction(run.get('kept_fraction', 1.0))} · {escape(str(run.get('positions', 'contiguous')))}"
+
+
+def _mark(correct: bool | None) -> str:
+    if correct is None:
+        return f'<span class="muted">{MISSING}</span>'
+    return '<span class="ok">✓ correct</span>' if correct else '<span class="bad">✗ incorrect</span>'
+
+
+def _environment_table(env: dict) -> str:
+    rows = "".join(f"<tr><th>{escape(key)}</th><td>{escape(_env_text(value))}</td></tr>"
+                   for key, value in flatten(env))
+    return f"<table>{rows}</table>"
+
+
+def flatten(data: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """Nested dicts as ('a.b', value) pairs, for a two-column table."""
+    pairs: list[tuple[str, object]] = []
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        pairs += flatten(value, f"{name}.") if isinstance(value, dict) else [(name, value)]
+    return pairs
+
+
+def _env_text(value) -> str:
+    return MISSING if value is None else str(value)
+
+
+def _num_cell(text: str) -> str:
+    return f'<td class="num">{text}</td>'
+
+
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def fmt_fraction(x: float | None) -> str:
+    return MISSING if x is None else f"{x:.1%}"
+
+
+def fmt_seconds(x: float | None) -> str:
+    return MISSING if x is None else f"{x:.2f} s"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return MISSING if x is None else f"{x:.2f}×"
+
+
+# -- plots -------------------------------------------------------------------------------
+def quality_plot_png(summary: dict) -> str:
+    """Accuracy (and agreement with the baseline) against keep; baseline accuracy as a line."""
+    keeps, spec = summary["keeps"], summary["spec"]
+    fig, ax = _new_axes("Answer quality vs keep", "share")
+    baseline_accuracy = summary["baseline"]["accuracy"]
+    if baseline_accuracy is not None:
+        ax.axhline(baseline_accuracy, color=BASELINE_COLOR, linestyle="--", label="baseline accuracy")
+    _plot_series(ax, keeps, [spec[k]["accuracy"] for k in keeps], SPEC_COLOR, "-", "SpecPrefill accuracy")
+    _plot_series(ax, keeps, [spec[k]["agreement"] for k in keeps], AGREEMENT_COLOR, ":",
+                 "agreement with baseline (ROUGE-L)")
+    ax.set_ylim(0, 1.05)
+    return _finish(fig, ax, keeps)
+
+
+def ttft_plot_png(summary: dict) -> str:
+    """Mean time to first token against keep; the baseline's mean as a line."""
+    keeps, spec = summary["keeps"], summary["spec"]
+    fig, ax = _new_axes("Mean TTFT vs keep", "seconds")
+    baseline_ttft = summary["baseline"]["mean_ttft_s"]
+    if baseline_ttft is not None:
+        ax.axhline(baseline_ttft, color=BASELINE_COLOR, linestyle="--", label="baseline")
+    _plot_series(ax, keeps, [spec[k]["mean_ttft_s"] for k in keeps], SPEC_COLOR, "-", "SpecPrefill")
+    _plot_series(ax, keeps, [spec[k].get("mean_draft_s") for k in keeps], SPEC_COLOR, ":",
+                 "draft scoring (part of TTFT)")
+    ax.set_ylim(bottom=0)
+    return _finish(fig, ax, keeps)
+
+
+def _new_axes(title: str, ylabel: str):
+    # Imported on first plot so the CLI starts fast. The object API, not pyplot: no GUI backend,
+    # no global figure state, safe on a worker thread.
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.6, 3.4), dpi=110, layout="constrained")
+    ax = fig.subplots()
+    ax.set_title(title)
+    ax.set_xlabel("keep (fraction of chunks prefilled)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _plot_series(ax, keeps: list[str], values: list[float | None], color: str, style: str, label: str) -> None:
+    points = [(float(k), v) for k, v in zip(keeps, values) if v is not None]
+    if points:
+        xs, ys = zip(*sorted(points))
+        ax.plot(xs, ys, marker="o", color=color, linestyle=style, label=label)
+
+
+def _finish(fig, ax, keeps: list[str]) -> str:
+    ax.set_xticks([float(k) for k in keeps], labels=keeps)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")

@@ -1,0 +1,259 @@
+"""Owner classes for llama.cpp's native handles: model, context, batch.
+
+Each class frees its handle exactly once (close() or garbage collection). Positions are
+always passed explicitly: llama-cpp-python's high-level `Llama.eval` writes contiguous
+positions, which SpecPrefill's `restore` mode cannot use.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from pathlib import Path
+
+import llama_cpp.llama_cpp as L
+import numpy as np
+
+from engine.core.cancel import NEVER, CancelToken
+from engine.core.errors import ModelError, RuntimeFailure
+
+log = logging.getLogger(__name__)
+
+_GGML_LOG_WARN, _GGML_LOG_ERROR = 3, 4
+_BACKEND_LOCK = threading.Lock()
+_BACKEND_READY = False
+
+
+@L.llama_log_callback
+def _log_to_python(level, text, _user_data):
+    # llama.cpp is chatty; its errors (e.g. rejected positions) reach our log, the rest stays at debug.
+    if level in (_GGML_LOG_WARN, _GGML_LOG_ERROR):
+        message = text.decode("utf-8", "replace").rstrip()
+        if message:
+            log.log(logging.WARNING if level == _GGML_LOG_ERROR else logging.DEBUG, "llama.cpp: %s", message)
+
+
+def ensure_backend() -> None:
+    global _BACKEND_READY
+    with _BACKEND_LOCK:
+        if not _BACKEND_READY:
+            L.llama_log_set(_log_to_python, ctypes.c_void_p(0))
+            L.llama_backend_init()
+            _BACKEND_READY = True
+
+
+class LlamaModel:
+    """A loaded GGUF model and its vocabulary."""
+
+    def __init__(self, path: Path, *, n_gpu_layers: int = 0, vocab_only: bool = False):
+        ensure_backend()
+        params = L.llama_model_default_params()
+        params.n_gpu_layers = n_gpu_layers
+        params.vocab_only = vocab_only
+        self.path = Path(path)
+        self._ptr = L.llama_model_load_from_file(str(self.path).encode(), params)
+        if not self._ptr:
+            raise ModelError(f"llama.cpp could not load {self.path.name}: not a valid GGUF model?")
+        self.vocab = L.llama_model_get_vocab(self._ptr)
+        self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
+
+    @property
+    def ptr(self):
+        if not self._ptr:
+            raise RuntimeError("model is closed")
+        return self._ptr
+
+    def close(self) -> None:
+        if self._ptr:
+            L.llama_model_free(self._ptr)
+            self._ptr = None
+
+    def __del__(self):
+        self.close()
+
+    # -- metadata ---------------------------------------------------------
+    def description(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        L.llama_model_desc(self.ptr, buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    def n_ctx_train(self) -> int:
+        return int(L.llama_model_n_ctx_train(self.ptr))
+
+    def n_params(self) -> int:
+        return int(L.llama_model_n_params(self.ptr))
+
+    def tensor_bytes(self) -> int:
+        """Bytes of all weight tensors, as stored (quantized) in the file."""
+        return int(L.llama_model_size(self.ptr))
+
+    def attention_dims(self) -> tuple[int, int, int]:
+        """(layers, KV heads, head size): what the KV cache holds per token, per K and per V.
+        Not for a vocab-only model: llama.cpp aborts the process when asked for its heads."""
+        n_head = max(1, int(L.llama_model_n_head(self.ptr)))
+        head_dim = int(L.llama_model_n_embd(self.ptr)) // n_head
+        return int(L.llama_model_n_layer(self.ptr)), int(L.llama_model_n_head_kv(self.ptr)), head_dim
+
+    def chat_template(self) -> str | None:
+        raw = L.llama_model_chat_template(self.ptr, None)
+        return raw.decode("utf-8") if raw else None
+
+    def token_text(self, token: int) -> bytes:
+        return L.llama_vocab_get_text(self.vocab, token) or b""
+
+    def is_eog(self, token: int) -> bool:
+        return bool(L.llama_vocab_is_eog(self.vocab, token))
+
+    # -- text <-> tokens --------------------------------------------------
+    def tokenize(self, text: str, *, parse_special: bool) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 16
+        buf = (L.llama_token * capacity)()
+        n = L.llama_tokenize(self.vocab, data, len(data), buf, capacity, False, parse_special)
+        if n < 0:  # the buffer was too small: -n is the size needed
+            capacity = -n
+            buf = (L.llama_token * capacity)()
+            n = L.llama_tokenize(self.vocab, data, len(data), buf, capacity, False, parse_special)
+        if n < 0:
+            raise RuntimeFailure("tokenization failed")
+        return list(buf[:n])
+
+    def token_piece(self, token: int) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = L.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = L.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+        return buf.raw[:n]
+
+    def apply_chat_template(self, messages: list[tuple[str, str]]) -> str:
+        """Render (role, content) messages with the model's own template, ending with the assistant header."""
+        template = self.chat_template()
+        if template is None:
+            raise ModelError(f"{self.path.name} has no chat template")
+        chat = (L.llama_chat_message * len(messages))()
+        keep = []  # the encoded strings must outlive the call
+        for i, (role, content) in enumerate(messages):
+            keep += [role.encode(), content.encode()]
+            chat[i].role, chat[i].content = keep[-2], keep[-1]
+        size = sum(len(k) for k in keep) * 2 + 512
+        buf = ctypes.create_string_buffer(size)
+        n = L.llama_chat_apply_template(template.encode(), chat, len(messages), True, buf, size)
+        if n > size:
+            buf = ctypes.create_string_buffer(n)
+            n = L.llama_chat_apply_template(template.encode(), chat, len(messages), True, buf, n)
+        if n < 0:
+            raise ModelError(f"{self.path.name}: its chat template is not supported by llama.cpp")
+        return buf.raw[:n].decode("utf-8")
+
+
+class LlamaBatch:
+    """A llama_batch for one sequence, filled from numpy arrays (no per-token Python loop)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._batch = L.llama_batch_init(capacity, 0, 1)
+        self._tokens = np.ctypeslib.as_array(self._batch.token, shape=(capacity,))
+        self._pos = np.ctypeslib.as_array(self._batch.pos, shape=(capacity,))
+        self._logits = np.ctypeslib.as_array(self._batch.logits, shape=(capacity,))
+        np.ctypeslib.as_array(self._batch.n_seq_id, shape=(capacity,))[:] = 1
+        for i in range(capacity):  # once per batch object: every token belongs to sequence 0
+            self._batch.seq_id[i][0] = 0
+        self._open = True
+
+    def fill(self, tokens: np.ndarray, positions: np.ndarray, want_logits_last: bool) -> None:
+        n = len(tokens)
+        if n > self.capacity or n != len(positions):
+            raise ValueError(f"batch of {n} tokens does not fit capacity {self.capacity}")
+        self._tokens[:n] = tokens
+        self._pos[:n] = positions
+        self._logits[:n] = 0
+        if want_logits_last:
+            self._logits[n - 1] = 1
+        self._batch.n_tokens = n
+
+    @property
+    def struct(self):
+        return self._batch
+
+    def close(self) -> None:
+        if self._open:
+            L.llama_batch_free(self._batch)
+            self._open = False
+
+    def __del__(self):
+        self.close()
+
+
+# llama_decode's return codes (llama.h): 0 ok, 1 no KV slot, 2 aborted, -1 bad batch, < -1 fatal.
+DECODE_ERRORS = {
+    1: "no room in the KV cache for this batch (context full): reduce the prompt or raise the context size",
+    2: "cancelled",
+    -1: "llama.cpp rejected the batch (invalid tokens or positions)",
+}
+# The fatal codes come from ggml's compute status; the message keeps the code for bug reports.
+_FATAL_CAUSES = {
+    -2: "memory allocation failed: the machine is out of memory; lower the context size",
+    -3: "the compute backend failed",
+}
+
+
+def decode_error_message(rc: int) -> str:
+    if rc in DECODE_ERRORS:
+        return DECODE_ERRORS[rc]
+    if rc > 0:
+        return f"llama_decode returned warning code {rc}: the batch was not processed"
+    return f"llama_decode failed with code {rc} ({_FATAL_CAUSES.get(rc, 'compute or memory error')})"
+
+
+class LlamaContext:
+    """An inference context with its KV cache and an abort hook for Cancel."""
+
+    def __init__(self, model: LlamaModel, *, n_ctx: int, n_batch: int, n_threads: int, flash_attn: int = -1):
+        params = L.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_seq_max = 1
+        params.n_threads = n_threads
+        params.n_threads_batch = n_threads
+        params.flash_attn_type = flash_attn
+        params.no_perf = True
+        self.model = model
+        self.n_batch = n_batch
+        self._ptr = L.llama_init_from_model(model.ptr, params)
+        if not self._ptr:
+            raise ModelError(f"could not create a llama.cpp context of {n_ctx} tokens (out of memory?)")
+        self.n_ctx = int(L.llama_n_ctx(self._ptr))  # llama.cpp may round the size up
+        self.cancel: CancelToken = NEVER
+        self._abort_cb = L.ggml_abort_callback(lambda _data: self.cancel.cancelled)
+        L.llama_set_abort_callback(self._ptr, self._abort_cb, None)
+        self.batch = LlamaBatch(n_batch)
+
+    @property
+    def ptr(self):
+        if not self._ptr:
+            raise RuntimeError("context is closed")
+        return self._ptr
+
+    def close(self) -> None:
+        if self._ptr:
+            self.batch.close()
+            L.llama_free(self._ptr)
+            self._ptr = None
+
+    def __del__(self):
+        self.close()
+
+    def clear(self) -> None:
+        L.llama_memory_clear(L.llama_get_memory(self.ptr), True)
+
+    def decode(self, tokens: np.ndarray, positions: np.ndarray, want_logits: bool) -> int:
+        """One llama_decode of at most n_batch tokens at explicit positions; returns llama's code."""
+        self.batch.fill(tokens, positions, want_logits)
+        return int(L.llama_decode(self.ptr, self.batch.struct))
+
+    def last_logits(self) -> np.ndarray:
+        ptr = L.llama_get_logits_ith(self.ptr, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self.model.n_vocab,)).copy()

@@ -1,0 +1,98 @@
+"""The target model's prefill and greedy decode over explicit positions."""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.core.cancel import NEVER, CancelToken
+from engine.core.errors import Cancelled, RuntimeFailure
+from engine.core.steps import Steps, run_to_end
+from engine.llama.native import LlamaContext, LlamaModel, decode_error_message
+
+
+@dataclass(frozen=True)
+class GeneratedToken:
+    token: int
+    text: str  # decoded text; a partial UTF-8 sequence waits for the next token
+
+
+class TargetRuntime:
+    """One target model + one context. Not thread-safe: one run at a time."""
+
+    def __init__(self, model: LlamaModel, context: LlamaContext):
+        self.model = model
+        self.context = context
+
+    def close(self) -> None:
+        self.context.close()
+        self.model.close()
+
+    def _decode(self, tokens: np.ndarray, positions: np.ndarray, want_logits: bool) -> None:
+        rc = self.context.decode(tokens, positions, want_logits)
+        if rc == 2 and self.context.cancel.cancelled:
+            raise Cancelled()
+        if rc != 0:
+            raise RuntimeFailure(decode_error_message(rc))
+
+    def prefill(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER) -> np.ndarray:
+        return run_to_end(self.iter_prefill(tokens, positions, cancel))
+
+    def iter_prefill(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER) -> Steps[np.ndarray]:
+        """Clear the KV cache, prefill tokens at the given positions batch by batch.
+
+        Yields (done, total) after each batch; returns the last token's logits.
+        """
+        if len(tokens) == 0:
+            raise ValueError("nothing to prefill")
+        self.context.clear()
+        step = self.context.n_batch
+        with self._abort_on(cancel):
+            for start in range(0, len(tokens), step):
+                cancel.raise_if_cancelled()
+                end = min(start + step, len(tokens))
+                self._decode(tokens[start:end], positions[start:end], want_logits=end == len(tokens))
+                yield end, len(tokens)
+        return self.context.last_logits()
+
+    @contextmanager
+    def _abort_on(self, cancel: CancelToken):
+        """llama.cpp's abort hook follows this token for the block, then no token at all."""
+        self.context.cancel = cancel
+        try:
+            yield
+        finally:
+            self.context.cancel = NEVER
+
+    def generate(self, first_logits: np.ndarray, next_position: int, max_new_tokens: int,
+                 cancel: CancelToken = NEVER) -> Iterator[GeneratedToken]:
+        """Greedy decode: the first token comes from the prefill's logits, each next one from a decode."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        token = int(np.argmax(first_logits))
+        position = next_position
+        for i in range(max_new_tokens):
+            cancel.raise_if_cancelled()  # before every token, the first included: nothing shows after Cancel
+            if self.model.is_eog(token):
+                return
+            yield GeneratedToken(token, decoder.decode(self.model.token_piece(token)))
+            if i + 1 == max_new_tokens or position >= self.context.n_ctx:
+                return
+            cancel.raise_if_cancelled()
+            with self._abort_on(cancel):
+                self._decode(np.array([token], dtype=np.int32), np.array([position], dtype=np.int32), True)
+            token = int(np.argmax(self.context.last_logits()))
+            position += 1
+
+    def accepts_gapped_positions(self) -> bool:
+        """Probe the runtime: the patched build accepts gaps within a batch and across batches."""
+        self.context.clear()
+        try:
+            inside = self.context.decode(np.array([1, 2], np.int32), np.array([0, 3], np.int32), False) == 0
+            across = inside and self.context.decode(np.array([3], np.int32), np.array([7], np.int32), True) == 0
+            return across
+        finally:
+            self.context.clear()

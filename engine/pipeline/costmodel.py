@@ -1,0 +1,170 @@
+"""The local speed calculator: a fitted cost model of this machine's draft and target.
+
+The pipeline asks it whether SpecPrefill pays off for a prompt (the auto-bypass).
+`engine.eval.calibrate` times the target's prefill and the draft's scoring at a few prompt lengths
+and fits seconds = c + a*n + b*n^2 to each (the n^2 term is attention). `estimate`
+predicts baseline and SpecPrefill TTFT from the fit, with no model loaded. A windowed
+draft prefill computes fewer attention pairs, so its n^2 is replaced by the attention
+area it really covers (`attention_area`); the per-pair cost b is the same.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.atomic import write_text_atomic
+from engine.core.errors import NotCalibratedError, SpecPrefillError
+from engine.core.paths import calibration_path
+from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS
+
+
+@dataclass(frozen=True)
+class Quadratic:
+    c: float
+    a: float
+    b: float
+
+    def __call__(self, n: float, area: float | None = None) -> float:
+        """Seconds for n tokens; `area` replaces n^2 where attention covers less than the full square."""
+        return self.c + self.a * n + self.b * (n * n if area is None else area)
+
+
+def attention_area(n: int, window: int = 0, chunk: int = DRAFT_PREFILL_CHUNK,
+                   sinks: int = DRAFT_WINDOW_SINKS) -> float:
+    """Twice the (query, key) pairs of the draft's chunked prefill: n^2 with full attention.
+
+    With a window, a chunk past the first `sinks + window` tokens sees only that many earlier
+    keys (see engine.draft.scorer.window_keys), so the area grows linearly from there.
+    """
+    total = 0
+    for start in range(0, n, chunk):
+        q = min(chunk, n - start)
+        earlier = start if window <= 0 or start <= sinks + window else sinks + window
+        total += 2 * q * earlier + q * q
+    return float(total)
+
+
+def fit_quadratic(ns: list[int], seconds: list[float]) -> Quadratic:
+    """Least squares with non-negative coefficients (drop a term that fits negative, refit)."""
+    x = np.asarray(ns, dtype=np.float64)
+    y = np.asarray(seconds, dtype=np.float64)
+    columns = {"c": np.ones_like(x), "a": x, "b": x * x}
+    active = list(columns)
+    while True:
+        design = np.stack([columns[k] for k in active], axis=1)
+        coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+        fitted = dict(zip(active, coef))
+        negative = [k for k in active if fitted[k] < 0]
+        if not negative or len(active) == 1:
+            break
+        active.remove(min(negative, key=lambda k: fitted[k]))
+    return Quadratic(**{k: max(0.0, float(fitted.get(k, 0.0))) for k in columns})
+
+
+@dataclass
+class CostModel:
+    target_prefill: Quadratic
+    draft: Quadratic
+    chunk_size: int = 32
+    measurements: dict = field(default_factory=dict)
+    machine: dict = field(default_factory=dict)
+
+    def kept_tokens(self, n_tokens: int, keep: float) -> int:
+        """Tokens the target prefills: the top chunks, and never fewer than the first chunk and the
+        question's chunk, which are always kept."""
+        n_chunks = math.ceil(n_tokens / self.chunk_size)
+        return min(n_tokens, max(math.ceil(keep * n_chunks), 2) * self.chunk_size)
+
+    def shortest_calibrated(self) -> int:
+        """The shortest prompt the draft was timed at: below it a prediction is an extrapolation."""
+        lengths = [int(n) for n in self.measurements.get("draft", {})]
+        return min(lengths) if lengths else 0
+
+    def baseline_ttft(self, n_tokens: int) -> float:
+        return self.target_prefill(n_tokens)
+
+    def draft_time(self, n_tokens: int, window: int = 0) -> float:
+        return self.draft(n_tokens, attention_area(n_tokens, window))
+
+    def spec_ttft(self, n_tokens: int, keep: float, window: int = 0) -> float:
+        return self.draft_time(n_tokens, window) + self.target_prefill(self.kept_tokens(n_tokens, keep))
+
+    def estimate(self, n_tokens: int, keep: float, window: int = 0) -> dict:
+        base, draft = self.baseline_ttft(n_tokens), self.draft_time(n_tokens, window)
+        target = self.target_prefill(self.kept_tokens(n_tokens, keep))
+        spec = draft + target
+        return {"tokens": n_tokens, "keep": keep, "draft_window": window, "baseline_ttft_s": base,
+                "spec_ttft_s": spec, "draft_s": draft, "target_prefill_s": target,
+                "speedup": base / spec if spec > 0 else 0.0}
+
+    def bypass_reason(self, n_tokens: int, keep: float, window: int = 0, margin: float = 1.05) -> str:
+        """The auto-bypass rule: why SpecPrefill would not run ("" when it is predicted to win
+        by `margin`). Never on prompts shorter than the calibration measured: a fit's constant
+        terms are least sure there, and the time to gain is a second or two."""
+        shortest = self.shortest_calibrated()
+        if n_tokens < shortest:
+            return f"{n_tokens} tokens is below {shortest}, the shortest prompt this machine was calibrated at"
+        est = self.estimate(n_tokens, keep, window)
+        if est["baseline_ttft_s"] >= margin * est["spec_ttft_s"]:
+            return ""
+        return (f"predicted SpecPrefill TTFT {est['spec_ttft_s']:.1f}s is not below full prefill "
+                f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens")
+
+    def pays_off(self, n_tokens: int, keep: float, window: int = 0, margin: float = 1.05) -> bool:
+        return not self.bypass_reason(n_tokens, keep, window, margin)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> CostModel:
+        return cls(target_prefill=Quadratic(**data["target_prefill"]), draft=Quadratic(**data["draft"]),
+                   chunk_size=data.get("chunk_size", 32), measurements=data.get("measurements", {}),
+                   machine=data.get("machine", {}))
+
+
+def save(model: CostModel, path: Path | None = None) -> Path:
+    path = path or calibration_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(model.to_json(), indent=2))
+    return path
+
+
+def load(path: Path | None = None) -> CostModel | None:
+    path = path or calibration_path()
+    try:
+        return CostModel.from_json(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise NotCalibratedError(f"{path} is not a valid calibration file ({exc})")
+
+
+def load_matching(info, path: Path | None = None) -> CostModel | None:
+    """The calibration, if it was measured with the same target, draft and device; else None.
+
+    A broken calibration file is ignored here (the run goes on with the fixed threshold);
+    `specprefill estimate` reports it.
+    """
+    try:
+        model = load(path)
+    except SpecPrefillError:
+        return None
+    if model is None:
+        return None
+    machine = model.machine
+    same = (machine.get("target") == str(info.target_path) and machine.get("draft") == str(info.draft_path)
+            and machine.get("device") == info.device)
+    return model if same else None
+
+
+def require(path: Path | None = None) -> CostModel:
+    model = load(path)
+    if model is None:
+        raise NotCalibratedError("this machine is not calibrated yet")
+    return model

