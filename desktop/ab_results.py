@@ -1,7 +1,8 @@
 """An A/B suite's results: per-case table (filled run by run), summary, the report's two plots, export.
 
-Figures read as in the HTML report: the same formatting helpers from engine.eval.report, the
-same plots (drawn on the engine thread by desktop.ab_session), the same CSV writer.
+Figures read as in the HTML report and the CLI: the same formatting (engine.core.formatting),
+the same plots (drawn on the engine thread by desktop.ab_session), the same CSV writer.
+A case that failed shows "error" in the runs it did not finish, with the reason on hover.
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ from PySide6.QtWidgets import (
 
 from engine.api import run_label
 from engine.api import write_text_atomic
-from engine.api import MISSING, fmt_fraction, fmt_ratio, fmt_seconds, write_csv
-from desktop.ab_session import AbOutcome, AbRow
+from engine.api import (MISSING, GroupSummary, RunRecord, RunSummary, Summary, format_accuracy, format_count,
+                        format_percent, format_ratio, format_seconds, write_csv)
+from desktop.ab_session import AbOutcome, AbRow, CaseFailure
 
 BASELINE_COLUMNS = ("answer", "correct", "TTFT")
 KEEP_COLUMNS = ("correct", "agreement", "TTFT")
 SUMMARY_COLUMNS = ("accuracy", "agreement", "mean TTFT", "speed-up", "bypassed")
 ANSWER_COLUMN_WIDTH = 260
+NOT_RUN, FAILED_CELL = "not run yet", "error"
 
 
 # --- cell texts -------------------------------------------------------------------------------
@@ -45,24 +48,24 @@ def correct_mark(correct: bool | None) -> str:
     return "✓" if correct else "✗"
 
 
-def ttft_text(record: dict) -> str:
-    return fmt_seconds(record["ttft_s"]) + (" (bypassed)" if record.get("bypassed") else "")
+def ttft_text(record: RunRecord) -> str:
+    return format_seconds(record.result.ttft_s) + (" (bypassed)" if record.result.bypassed else "")
 
 
-def run_cells(record: dict, keep: str | None) -> tuple[str, ...]:
+def run_cells(record: RunRecord, keep: str | None) -> tuple[str, ...]:
     if keep is None:
-        return record["answer"], correct_mark(record["correct"]), ttft_text(record)
-    return correct_mark(record["correct"]), fmt_fraction(record.get("agreement")), ttft_text(record)
+        return record.result.answer, correct_mark(record.correct), ttft_text(record)
+    return correct_mark(record.correct), format_percent(record.agreement), ttft_text(record)
 
 
-def accuracy_text(s: dict) -> str:
-    return MISSING if s.get("accuracy") is None else f"{fmt_fraction(s['accuracy'])} of {s['n_scored']}"
+def summary_cells(s: RunSummary) -> tuple[str, ...]:
+    bypassed = MISSING if s.n_bypassed is None else str(s.n_bypassed)
+    return (format_accuracy(s.accuracy, s.n_scored), format_percent(s.agreement), format_seconds(s.mean_ttft_s),
+            format_ratio(s.speedup), bypassed)
 
 
-def summary_cells(s: dict) -> tuple[str, ...]:
-    bypassed = str(s["n_bypassed"]) if "n_bypassed" in s else MISSING
-    return (accuracy_text(s), fmt_fraction(s.get("agreement")), fmt_seconds(s.get("mean_ttft_s")),
-            fmt_ratio(s.get("speedup")), bypassed)
+def failures_text(group: GroupSummary) -> str:
+    return f" ({format_count(group.n_errors, 'case')} failed)" if group.n_errors else ""
 
 
 def column_headers(keeps: list[str]) -> list[str]:
@@ -105,6 +108,7 @@ class CaseResultsTable(QWidget):
         self.table.setObjectName("abCaseTable")
         self._keeps: list[str] = []
         self._row_of: dict[str, int] = {}
+        self._finished: dict[str, set[str | None]] = {}  # per case, the runs (keep; None: baseline) shown
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.table)
@@ -113,6 +117,7 @@ class CaseResultsTable(QWidget):
         """Lay out an empty row per case; runs fill them in as they finish."""
         self._keeps = list(keeps)
         self._row_of = {case_id: row for row, case_id in enumerate(case_ids)}
+        self._finished = {case_id: set() for case_id in case_ids}
         headers = column_headers(self._keeps)
         self.table.clear()
         self.table.setColumnCount(len(headers))
@@ -121,18 +126,28 @@ class CaseResultsTable(QWidget):
         for case_id, row in self._row_of.items():
             _set_cell(self.table, row, 0, case_id)
             for column in range(1, len(headers)):
-                _set_cell(self.table, row, column, MISSING, "not run yet")
+                _set_cell(self.table, row, column, MISSING, NOT_RUN)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Interactive)  # answers are long: hover for them
         self.table.setColumnWidth(1, ANSWER_COLUMN_WIDTH)
 
     def add_row(self, row: AbRow) -> None:
-        line = self._row_of[row.case_id]
-        first = 1 if row.keep is None else 1 + len(BASELINE_COLUMNS) + len(KEEP_COLUMNS) * self._keeps.index(row.keep)
-        answer = f"{run_label(row.keep)}: {row.record['answer']}"  # every cell of a run shows its answer on hover
-        for offset, text in enumerate(run_cells(row.record, row.keep)):
-            _set_cell(self.table, line, first + offset, text, answer)
+        answer = f"{run_label(row.keep)}: {row.record.result.answer}"  # every cell of a run shows its answer on hover
+        self._fill(row.case_id, row.keep, run_cells(row.record, row.keep), answer)
+        self._finished[row.case_id].add(row.keep)
+
+    def show_failure(self, failure: CaseFailure) -> None:
+        """The runs the failed case did not finish read "error", with the reason on hover."""
+        for keep in [None, *self._keeps]:
+            if keep not in self._finished[failure.case_id]:
+                width = len(BASELINE_COLUMNS) if keep is None else len(KEEP_COLUMNS)
+                self._fill(failure.case_id, keep, (FAILED_CELL,) * width, failure.message)
+
+    def _fill(self, case_id: str, keep: str | None, texts: tuple[str, ...], tooltip: str) -> None:
+        first = 1 if keep is None else 1 + len(BASELINE_COLUMNS) + len(KEEP_COLUMNS) * self._keeps.index(keep)
+        for offset, text in enumerate(texts):
+            _set_cell(self.table, self._row_of[case_id], first + offset, text, tooltip)
 
     def text(self, case_id: str, header: str) -> str:
         return text_at(self.table, self._row_of[case_id], header)
@@ -154,8 +169,8 @@ class SummaryTable(QWidget):
         self.table.setRowCount(0)
         self.table.setColumnCount(0)
 
-    def show_summary(self, summary: dict) -> None:
-        rows = [("baseline", summary["baseline"]), *((run_label(k), s) for k, s in summary["spec"].items())]
+    def show_summary(self, summary: Summary) -> None:
+        rows = [(run_label(keep), s) for keep, s in summary.overall.runs()]
         headers = ["run", *SUMMARY_COLUMNS]
         self.table.clear()
         self.table.setColumnCount(len(headers))
@@ -265,10 +280,13 @@ class AbResultsView(QWidget):
     def add_row(self, row: AbRow) -> None:
         self.cases.add_row(row)
 
+    def show_failure(self, failure: CaseFailure) -> None:
+        self.cases.show_failure(failure)
+
     def show_outcome(self, title: str, outcome: AbOutcome) -> None:
         self._outcome = outcome
-        self.title.setText(f"Results: {title}")
-        self.summary.show_summary(outcome.report["summary"])
+        self.title.setText(f"Results: {title}{failures_text(outcome.report.summary.overall)}")
+        self.summary.show_summary(outcome.report.summary)
         self.plots.show_plots(outcome.quality_png, outcome.ttft_png)
         self._enable_export()
 

@@ -3,7 +3,8 @@
 The whole job runs on the engine host's thread, so it queues with normal runs and never
 overlaps them: engine.eval.ab loads each case's document (engine.ingest), runs the baseline and
 each keep, and at the end the same job scores the runs and draws the report's plots, so
-the GUI thread only shows what comes back.
+the GUI thread only shows what comes back. A case that fails is shown as failed, and the
+suite goes on.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.api import AbFinished, AbProgress, AbRunDone, run_label, run_record, run_suite
+from engine.api import AbCaseDone, AbFinished, AbProgress, AbReport, AbRunDone, RunRecord, run_label, run_record, \
+    run_suite
 from engine.api import quality_plot_png, render_html, ttft_plot_png
 from engine.api import RunSettings
 from engine.api import Case
@@ -39,12 +41,20 @@ class AbRow:
 
     case_id: str
     keep: str | None  # None: the baseline
-    record: dict  # engine.eval.ab.run_record
+    record: RunRecord
+
+
+@dataclass(frozen=True)
+class CaseFailure:
+    """A case that failed: its runs that had not finished will not come."""
+
+    case_id: str
+    message: str  # names the case and its suite line
 
 
 @dataclass(frozen=True)
 class AbOutcome:
-    report: dict  # AbReport.to_json()
+    report: AbReport
     quality_png: bytes
     ttft_png: bytes
     html: str  # the report page, rendered once here so exporting it is only a write
@@ -67,26 +77,29 @@ class _RowScorer:
 
 
 def suite_job(engine: EngineLike, ctx: WorkerContext, request: AbRequest):
-    """Forward progress and scored rows; return the AbOutcome (a generator: the worker drains it)."""
+    """Forward progress, scored rows and failed cases; return the AbOutcome (a generator: the worker drains it)."""
     scorer = _RowScorer(request.cases, request.keeps)
     for event in run_suite(engine, request.cases, request.keeps, request.settings, ctx.cancel):
         if isinstance(event, AbFinished):
-            return outcome_of(event.report.to_json())
+            return outcome_of(event.report)
         if isinstance(event, AbRunDone):
             yield scorer.score(event)
+        elif isinstance(event, AbCaseDone):
+            if event.failure:
+                yield CaseFailure(event.record.id, event.failure)
         else:
             yield event
 
 
-def outcome_of(report: dict) -> AbOutcome:
-    summary = report["summary"]
+def outcome_of(report: AbReport) -> AbOutcome:
+    summary = report.summary
     return AbOutcome(report, base64.b64decode(quality_plot_png(summary)), base64.b64decode(ttft_plot_png(summary)),
                      render_html(report))
 
 
 class AbSession(EngineJobSession):
     progress = Signal(object)  # engine.eval.ab.AbProgress, before each run
-    row = Signal(object)  # AbRow, after each run
+    row = Signal(object)  # AbRow after each run; CaseFailure when a case fails (its row shows it)
 
     def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
         super().__init__(host, parent)
@@ -108,7 +121,7 @@ class AbSession(EngineJobSession):
     def _on_event(self, event: object) -> None:
         if isinstance(event, AbProgress):
             self.progress.emit(event)
-        elif isinstance(event, AbRow):
+        elif isinstance(event, (AbRow, CaseFailure)):
             self.row.emit(event)
 
     def _on_finished(self, outcome: AbOutcome) -> None:

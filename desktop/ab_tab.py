@@ -20,9 +20,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import DEFAULT_KEEPS, AbError, AbProgress, format_duration, parse_keeps
+from engine.api import DEFAULT_KEEPS, AbError, AbProgress, format_count, format_duration, parse_keeps
 from desktop.ab_results import AbResultsView
-from desktop.ab_session import AbOutcome, AbRequest, AbRow
+from desktop.ab_session import AbOutcome, AbRequest, AbRow, CaseFailure
 from desktop.job_session import CANCELLED, FAILED, FINISHED
 from desktop.suite_builder import quick_check_case
 from desktop.suite_panel import SuitePanel
@@ -69,6 +69,7 @@ class AbTab(QWidget):
         self.results.exported.connect(lambda path: self._say(f"Wrote {path}"))
         self.results.exportFailed.connect(lambda message: self._say(message, error=True))
         self._current: tuple[Path, str] | None = None
+        self._failures: list[str] = []  # this suite's failed cases, as messages
         self._can_run, self._running, self._reason = False, False, ""
         self._build_layout()
         self._refresh_buttons()
@@ -134,6 +135,7 @@ class AbTab(QWidget):
     # --- the session's progress ---------------------------------------------------------------
 
     def begin(self, request: AbRequest) -> None:
+        self._failures = []
         self._say("")
         self.progress.setRange(0, len(request.cases) * (1 + len(request.keeps)))
         self.progress.setValue(0)
@@ -144,14 +146,24 @@ class AbTab(QWidget):
         self.progress.setValue(p.runs_done)
         self.progress_label.setText(progress_text(p))
 
-    def add_row(self, row: AbRow) -> None:
+    def add_row(self, row: AbRow | CaseFailure) -> None:
+        if isinstance(row, CaseFailure):
+            self._show_failure(row)
+            return
         self.progress.setValue(self.progress.value() + 1)
         self.results.add_row(row)
+
+    def _show_failure(self, failure: CaseFailure) -> None:
+        """The suite goes on: the case's row shows the error, and the message lists every failed case."""
+        self._failures.append(failure.message)
+        self.results.show_failure(failure)
+        self._say("\n".join(self._failures), error=True)
 
     def end(self, kind: str, message: str, request: AbRequest, outcome: AbOutcome | None) -> None:
         if kind == FINISHED and outcome is not None:
             self.progress.setValue(self.progress.maximum())
-            self.progress_label.setText("done")
+            failed = f" · {format_count(len(self._failures), 'case')} failed" if self._failures else ""
+            self.progress_label.setText(f"done{failed}")
             self.results.show_outcome(request.title, outcome)
         elif kind == CANCELLED:
             self.progress_label.setText("cancelled")

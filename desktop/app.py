@@ -12,8 +12,13 @@ import os
 import sys
 from pathlib import Path
 
+from PySide6.QtWidgets import QApplication
+
 from engine.api import CancelToken, ModelSettings, load_document, load_engine, prepare_models
 from desktop.engine_host import EngineLike, ProgressFn
+from desktop.main_window import MainWindow
+from desktop.screenshot import ScreenshotDirector, ShotPlan
+from desktop.settings_store import APPLICATION, ORGANIZATION, default_qsettings
 
 log = logging.getLogger("desktop")
 
@@ -97,13 +102,7 @@ def install_error_banner(window) -> None:
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     configure_logging(options.verbose)
-    use_offscreen_if_headless(options)
-
-    from PySide6.QtWidgets import QApplication
-
-    from desktop.main_window import MainWindow
-    from desktop.settings_store import APPLICATION, ORGANIZATION, default_qsettings
-
+    use_offscreen_if_headless(options)  # before the QApplication: it reads the platform then
     app = QApplication(sys.argv[:1])
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
@@ -121,8 +120,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_screenshot(app, window, options: argparse.Namespace) -> int:
-    from desktop.screenshot import ScreenshotDirector, ShotPlan
-
     plan = ShotPlan(
         out=options.screenshot,
         document=options.doc,

@@ -1,4 +1,8 @@
-"""Under the panes: the speed-up (baseline TTFT / SpecPrefill TTFT) and how much the answers agree."""
+"""Under the panes: the speed-up (baseline TTFT / SpecPrefill TTFT) and how much the answers agree.
+
+The agreement (ROUGE-L over two answers) is computed on a worker and shown when it arrives;
+a result that arrives after newer answers were shown is dropped.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,10 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 from engine.api import RunResult
 from engine.api import answer_agreement
 from desktop.formatting import fmt_seconds
+from desktop.worker import Worker, make_pool
 
 NOT_YET = "—"
+COMPUTING = "…"
 
 
 def speedup(baseline: RunResult, spec: RunResult) -> float | None:
@@ -41,18 +47,45 @@ class ComparisonBar(QWidget):
         layout.addStretch(1)
         layout.addWidget(self.compare_button)
         layout.addWidget(self.toggle_button)
+        self._pool = make_pool(1)
+        self._agreement_job: Worker | None = None
         self.show_results(None, None)
+
+    @property
+    def agreement_pending(self) -> bool:
+        """The answers are shown and their agreement is still being computed."""
+        return self._agreement_job is not None
 
     def show_results(self, baseline: RunResult | None, spec: RunResult | None) -> None:
         both = baseline is not None and spec is not None
         self.compare_button.setEnabled(both)
         self.toggle_button.setEnabled(both)
+        self._forget_agreement_job()
         if not both:
             self.speedup.setText(f"Speed-up: {NOT_YET}")
             self.agreement.setText(f"Answer agreement: {NOT_YET}")
             return
         self.speedup.setText(_speedup_text(baseline, spec))
-        self.agreement.setText(f"Answer agreement: {answer_agreement(baseline.answer, spec.answer) * 100:.0f}% (ROUGE-L)")
+        self.agreement.setText(f"Answer agreement: {COMPUTING}")
+        self._start_agreement(baseline.answer, spec.answer)
+
+    def _start_agreement(self, baseline_answer: str, spec_answer: str) -> None:
+        worker = Worker(lambda ctx: answer_agreement(baseline_answer, spec_answer), name="answer agreement")
+        worker.finished.connect(lambda score: self._show_agreement(worker, score))
+        worker.failed.connect(lambda _error: self._show_agreement(worker, None))
+        self._agreement_job = worker.start(self._pool)
+
+    def _show_agreement(self, worker: Worker, score: float | None) -> None:
+        if worker is not self._agreement_job:  # newer answers are shown: this score is not theirs
+            return
+        self._agreement_job = None
+        shown = NOT_YET if score is None else f"{score * 100:.0f}% (ROUGE-L)"
+        self.agreement.setText(f"Answer agreement: {shown}")
+
+    def _forget_agreement_job(self) -> None:
+        if self._agreement_job is not None:
+            self._agreement_job.cancel()
+            self._agreement_job = None
 
 
 def _speedup_text(baseline: RunResult, spec: RunResult) -> str:

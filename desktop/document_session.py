@@ -29,10 +29,10 @@ class DocumentSession(QObject):
     loadStarted = Signal(str)
     progress = Signal(int, int, str)
     loaded = Signal(object)  # Document
-    failed = Signal(str, str)  # path, one-line message
+    failed = Signal(str, object, bool)  # path, the exception, whether this load was given a password
     cancelled = Signal(str)  # path
     tokensCounted = Signal(object, int)  # Document, tokens
-    tokenCountFailed = Signal(str)
+    tokenCountFailed = Signal(object)  # the exception
 
     def __init__(self, loader: DocumentLoader, host: EngineHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -62,7 +62,7 @@ class DocumentSession(QObject):
         worker = Worker(lambda ctx: self._ingest_job(ctx, path, password), name=f"loading {path}")
         worker.event.connect(self._on_progress)
         worker.finished.connect(lambda doc: self._on_loaded(worker, doc))
-        worker.failed.connect(lambda message: self.failed.emit(path, message))
+        worker.failed.connect(lambda error: self.failed.emit(path, error, password is not None))
         worker.cancelled.connect(lambda: self.cancelled.emit(path))
         self._ingest = worker.start(self._pool)
         self.loadStarted.emit(path)  # after start: listeners see is_loading

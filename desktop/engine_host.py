@@ -6,6 +6,9 @@ of overlapping, and a reload can never close a model a run is still using.
 
 The one exception is `predict`: it only does arithmetic on the engine's calibration
 (no model, no native state), so it answers at once on the GUI thread.
+
+`shutdown` frees the engine only once that thread has finished: a native call (tokenizing
+a 30 MB text) cannot be interrupted, and freeing the models under it would be a use-after-free.
 """
 
 from __future__ import annotations
@@ -15,16 +18,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from engine.api import CancelToken
-from engine.api import Cancelled, DefaultModelsError
+from engine.api import Cancelled
 from engine.api import ModelSettings, RunSettings
 from desktop.worker import Worker, WorkerContext, make_pool
 
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
+POLL_MS = 50  # how often a closing host looks whether the engine thread has finished
 
 
 class EngineLike(Protocol):
@@ -53,10 +57,6 @@ class LoadProgress:
     label: str
 
 
-class _DefaultModelsBroken:
-    """Sent by a load that failed because a default model is missing or corrupt."""
-
-
 @dataclass(frozen=True)
 class Prediction:
     """What the calibration predicts for a prompt, and whether SpecPrefill would run on it."""
@@ -69,7 +69,7 @@ class EngineHost(QObject):
     loadStarted = Signal()
     loadProgress = Signal(int, int, str)
     ready = Signal(object)  # the engine's EngineInfo
-    loadFailed = Signal(str)
+    loadFailed = Signal(object)  # the exception (a DefaultModelsError means: offer to re-assemble)
     loadCancelled = Signal()
 
     def __init__(self, factory: EngineFactory, parent: QObject | None = None) -> None:
@@ -78,7 +78,8 @@ class EngineHost(QObject):
         self._pool = make_pool(1)
         self._engine: EngineLike | None = None
         self._loader: Worker | None = None
-        self._defaults_broken = False
+        self._jobs: set[Worker] = set()  # submitted and not ended: Cancel reaches them at shutdown
+        self._closing = False
 
     @property
     def engine(self) -> EngineLike | None:
@@ -90,22 +91,16 @@ class EngineHost(QObject):
 
     @property
     def is_ready(self) -> bool:
-        return self._engine is not None
+        return self._engine is not None and not self._closing
 
     @property
     def is_loading(self) -> bool:
         return self._loader is not None and self._loader.active
 
-    @property
-    def defaults_need_assembly(self) -> bool:
-        """The last load failed because a default model is missing or fails its hash."""
-        return self._defaults_broken
-
     def load(self, settings: ModelSettings, prepare: LoadPreparation | None = None) -> Worker:
         """Replace the current engine with one built from `settings`, after `prepare` if given."""
         self.cancel_load()
         old, self._engine = self._engine, None
-        self._defaults_broken = False
         worker = Worker(lambda ctx: self._load_job(ctx, old, settings, prepare), name="model loading")
         worker.event.connect(self._on_load_event)
         worker.finished.connect(lambda engine: self._on_loaded(worker, engine))
@@ -122,9 +117,11 @@ class EngineHost(QObject):
     def submit(self, name: str, job: Callable[[EngineLike, WorkerContext], object]) -> Worker:
         """Queue an engine job. The engine is bound now, so a later reload cannot swap it mid-job."""
         engine = self._engine
-        if engine is None:
+        if not self.is_ready:
             raise RuntimeError("no engine is loaded")
         worker = Worker(lambda ctx: job(engine, ctx), name=name)
+        self._jobs.add(worker)
+        worker.ended.connect(lambda: self._jobs.discard(worker))
         return worker.start(self._pool)
 
     def predict(self, n_tokens: int, settings: RunSettings) -> Prediction | None:
@@ -138,14 +135,28 @@ class EngineHost(QObject):
             return None
         return Prediction(engine.estimate(n_tokens, settings), engine.bypass_reason(n_tokens, settings))
 
-    def shutdown(self, wait_ms: int = 3000) -> None:
-        """Stop loads, drop queued jobs, wait briefly for the running one, close the engine."""
+    def shutdown(self) -> None:
+        """Cancel the load and every job, wait until the engine thread has finished, then free the engine.
+
+        Waits as long as the running call takes (Cancel cannot stop a native call); the app's
+        events keep flowing meanwhile, so nothing freezes.
+        """
+        self._closing = True
         self.cancel_load()
-        self._pool.clear()
-        self._pool.waitForDone(wait_ms)
+        for worker in list(self._jobs):
+            worker.cancel()
+        self._pool.clear()  # queued jobs never start
+        self._wait_until_idle()
         if self._engine is not None:
             _close_quietly(self._engine)
             self._engine = None
+
+    def _wait_until_idle(self) -> None:
+        if not self._pool.waitForDone(0):
+            log.info("waiting for the engine thread to finish before freeing the engine")
+        while not self._pool.waitForDone(POLL_MS):
+            QCoreApplication.processEvents()
+        QCoreApplication.processEvents()  # deliver how the last jobs ended, so their workers end too
 
     def _load_job(self, ctx: WorkerContext, old: EngineLike | None, settings: ModelSettings,
                   prepare: LoadPreparation | None) -> EngineLike:
@@ -157,11 +168,7 @@ class EngineHost(QObject):
 
         if prepare is not None:
             prepare(progress, ctx.cancel)
-        try:
-            engine = self._factory(settings, progress, ctx.cancel)
-        except DefaultModelsError:
-            ctx.emit(_DefaultModelsBroken())  # arrives before the failure it explains
-            raise
+        engine = self._factory(settings, progress, ctx.cancel)
         if ctx.cancel.cancelled:  # loaded anyway: free it, nobody will use it
             _close_quietly(engine)
             raise Cancelled()
@@ -170,10 +177,11 @@ class EngineHost(QObject):
     def _on_load_event(self, item: object) -> None:
         if isinstance(item, LoadProgress):
             self.loadProgress.emit(item.done, item.total, item.label)
-        elif isinstance(item, _DefaultModelsBroken):
-            self._defaults_broken = True
 
     def _on_loaded(self, worker: Worker, engine: EngineLike) -> None:
+        if self._closing:  # finished while the host shut down: nobody will use it, and no job runs
+            _close_quietly(engine)
+            return
         if worker is not self._loader:  # a superseded load finished before it saw its cancel
             Worker(lambda ctx: _close_quietly(engine), name="closing a stale engine").start(self._pool)
             return

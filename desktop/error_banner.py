@@ -1,7 +1,9 @@
 """A dismissible banner for errors and notices: never a modal box, never a traceback.
 
 An error may carry one action (a button such as "Re-assemble default models"); pressing
-it dismisses the banner and calls the action.
+it dismisses the banner and calls the action. `failure_text` words a failed job for the
+user: the engine's message plus this app's remedy (the engine's messages name no
+command-line flags; each front end words its own remedy).
 """
 
 from __future__ import annotations
@@ -10,6 +12,18 @@ from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
+
+from engine.api import (ContextOverflowError, NotCalibratedError, PasswordError, PositionsUnsupportedError,
+                        SettingsError, SpecPrefillError)
+
+# The remedy each error type gets in this app, most specific type first.
+REMEDIES: tuple[tuple[type[Exception], str], ...] = (
+    (PasswordError, "open the file again to enter its password"),
+    (PositionsUnsupportedError, "choose renumber or auto in Positions"),
+    (NotCalibratedError, "calibrate this machine once with the specprefill calibrate command"),
+    (ContextOverflowError, "turn on Settings ▸ Long documents to cut the document's end instead"),
+    (SettingsError, "check Settings"),
+)
 
 _STYLES = {
     "error": "background: #f8d7da; color: #58151c; border: 1px solid #f1aeb5;",
@@ -78,3 +92,12 @@ class ErrorBanner(QFrame):
         self.dismiss()
         if action is not None:
             action()
+
+
+def failure_text(error: Exception, job: str) -> str:
+    """One line for a failed job: the engine's message and our remedy, or "Unexpected error" for a bug."""
+    if not isinstance(error, SpecPrefillError):
+        return f"Unexpected error in {job}: {type(error).__name__}: {error}"
+    message = str(error) or type(error).__name__
+    remedy = next((text for kind, text in REMEDIES if isinstance(error, kind)), "")
+    return f"{message} ({remedy})" if remedy else message

@@ -1,32 +1,15 @@
-"""How numbers read in the UI: seconds, rates, sizes, counts, percentages."""
+"""How numbers read in the app: the engine's one formatting module, under the names the widgets use.
+
+Every figure is formatted by engine.core.formatting (through engine.api), so the window reads
+the same as the CLI and the reports.
+"""
 
 from __future__ import annotations
 
+from engine.api import format_bytes as fmt_bytes
+from engine.api import format_count as fmt_count
+from engine.api import format_percent_short as fmt_percent
+from engine.api import format_rate as fmt_rate
+from engine.api import format_seconds as fmt_seconds
 
-def fmt_seconds(seconds: float) -> str:
-    if seconds < 1.0:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 100.0:
-        return f"{seconds:.2f} s"
-    return f"{seconds:.0f} s"
-
-
-def fmt_rate(tokens_per_second: float) -> str:
-    return f"{tokens_per_second:.1f} tok/s"
-
-
-def fmt_count(n: int) -> str:
-    return f"{n:,}"
-
-
-def fmt_percent(fraction: float) -> str:
-    return f"{fraction * 100:.0f}%" if fraction >= 0.1 or fraction == 0 else f"{fraction * 100:.1f}%"
-
-
-def fmt_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB"):
-        if size < 1024:
-            return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
+__all__ = ["fmt_bytes", "fmt_count", "fmt_percent", "fmt_rate", "fmt_seconds"]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 
 from desktop.engine_host import EngineHost, EngineLike
+from desktop.error_banner import failure_text
 from desktop.worker import Worker, WorkerContext
 
 FINISHED, CANCELLED, FAILED = "finished", "cancelled", "failed"
@@ -20,7 +21,7 @@ EngineJob = Callable[[EngineLike, WorkerContext], object]
 
 class EngineJobSession(QObject):
     started = Signal(object)  # the request
-    ended = Signal(str, str)  # outcome (FINISHED, CANCELLED, FAILED), message (the error for FAILED)
+    ended = Signal(str, str)  # outcome (FINISHED, CANCELLED, FAILED), message (the error's, with its remedy)
 
     def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -51,7 +52,7 @@ class EngineJobSession(QObject):
         worker.event.connect(self._on_event)
         worker.finished.connect(self._on_finished)
         worker.cancelled.connect(lambda: self.ended.emit(CANCELLED, ""))
-        worker.failed.connect(lambda message: self.ended.emit(FAILED, message))
+        worker.failed.connect(lambda error: self.ended.emit(FAILED, failure_text(error, name)))
         self._worker = worker
         self.started.emit(request)
         return True

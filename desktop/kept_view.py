@@ -2,12 +2,19 @@
 
 Left: pages or files (click to jump). Centre: the text, highlighted, or only
 what the draft dropped. Right: a minimap of the whole document.
+
+A document may hold 32 M characters, so the GUI thread's work is bounded whatever its size:
+the editor holds one part of at most PAGE_CHARS characters (the minimap, the page list and
+the Earlier/Later buttons move between parts), and only that part is indexed and
+highlighted. Mapping a selection onto the document and building the dropped-only text grow
+with the document: past INLINE_CHARS they run on a worker, and the view updates when done.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat, QTextCursor, QTextDocument
@@ -19,6 +26,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPlainTextEdit,
     QSplitter,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -26,12 +34,19 @@ from PySide6.QtWidgets import (
 from engine.api import Selection
 from engine.api import Document
 from desktop import heat_colors
+from desktop.error_banner import failure_text
 from desktop.formatting import fmt_count, fmt_percent
-from desktop.minimap import Minimap, bands_for
-from desktop.selection_map import ChunkSpan, chunk_spans, complement, kept_ranges, merge_ranges, segment_coverage
+from desktop.minimap import Band, Minimap, bands_for
+from desktop.selection_map import ChunkSpan, SelectionLayout, layout_selection, merge_ranges
 from desktop.text_projection import TextProjection, Utf16Index
+from desktop.worker import Worker, make_pool
 
 NO_SELECTION_HINT = "Run SpecPrefill to see which parts of the document the draft keeps."
+PREPARING = "Mapping the draft's selection onto the document…"
+PAGE_CHARS = 200_000  # the most text the editor holds (and the GUI thread indexes) at a time
+INLINE_CHARS = PAGE_CHARS  # up to this size, preparing a selection costs no more than showing a part
+
+Highlight = tuple[int, int, QColor | None]  # a view range and its background; None: a marker
 
 
 def _dropped_marker(n_chars: int) -> str:
@@ -87,13 +102,51 @@ def _marker_format() -> QTextCharFormat:
     return fmt
 
 
+def _format(color: QColor | None) -> QTextCharFormat:
+    return _marker_format() if color is None else _background(color)
+
+
+# --- what the view shows, prepared on any thread -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreparedView:
+    """A document, its selection (if any) and the text to show: built without touching a widget."""
+
+    document: Document
+    layout: SelectionLayout | None
+    projection: TextProjection
+    highlights: list[Highlight]  # in view order, never overlapping
+    highlight_ends: list[int]  # highlights[i][1], for bisection
+    bands: list[Band]
+
+
+def prepare_view(document: Document, layout: SelectionLayout | None, dropped_only: bool) -> PreparedView:
+    """The whole text with the kept chunks shaded, or only the dropped text with markers between."""
+    if layout is not None and dropped_only:
+        projection = TextProjection.of_ranges(document.text, layout.dropped, _dropped_marker)
+        highlights: list[Highlight] = [(start, end, None) for start, end in projection.markers]
+    else:
+        projection = TextProjection.whole(document.text)
+        highlights = [(s.start, s.end, heat_colors.span_color(s)) for s in layout.spans if s.kept] if layout else []
+    bands = bands_for(layout.spans) if layout else []
+    return PreparedView(document, layout, projection, highlights, [h[1] for h in highlights], bands)
+
+
+def prepare_selection_view(document: Document, selection: Selection, dropped_only: bool) -> PreparedView:
+    segments = [(s.start, s.end) for s in document.segments]
+    return prepare_view(document, layout_selection(selection, len(document.text), segments), dropped_only)
+
+
 class KeptTokenView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._document: Document | None = None
-        self._spans: list[ChunkSpan] = []
-        self._projection = TextProjection.whole("")
-        self._utf16 = Utf16Index("")
+        self._pool = make_pool(1)
+        self._preparing: Worker | None = None
+        self._view: PreparedView | None = None
+        self._page_start = 0
+        self._page_text = ""
+        self._utf16 = Utf16Index("")  # of the part in the editor
 
         self.summary = QLabel(NO_SELECTION_HINT)
         self.summary.setObjectName("keptSummary")
@@ -111,10 +164,18 @@ class KeptTokenView(QWidget):
         self.text.verticalScrollBar().valueChanged.connect(self._update_viewport)
         self.text.cursorPositionChanged.connect(self._update_location)
         self.location = QLabel("")
+        self.page_label = QLabel("")
+        self.earlier_button = QToolButton()
+        self.earlier_button.setText("◀ Earlier")
+        self.earlier_button.clicked.connect(lambda: self._turn_page(-1))
+        self.later_button = QToolButton()
+        self.later_button.setText("Later ▶")
+        self.later_button.clicked.connect(lambda: self._turn_page(1))
         self.minimap = Minimap()
         self.minimap.offsetClicked.connect(self.jump_to_offset)
         self._highlighter = _RangeHighlighter(self.text.document())
         self._build_layout()
+        self._update_page_bar()
 
     def _build_layout(self) -> None:
         header = QHBoxLayout()
@@ -128,8 +189,13 @@ class KeptTokenView(QWidget):
         text_row = QHBoxLayout()
         text_row.addWidget(self.text, 1)
         text_row.addWidget(self.minimap)
+        footer = QHBoxLayout()
+        footer.addWidget(self.location, 1)
+        footer.addWidget(self.earlier_button)
+        footer.addWidget(self.page_label)
+        footer.addWidget(self.later_button)
         centre_layout.addLayout(text_row, 1)
-        centre_layout.addWidget(self.location)
+        centre_layout.addLayout(footer)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.segments)
@@ -146,114 +212,176 @@ class KeptTokenView(QWidget):
 
     @property
     def document(self) -> Document | None:
-        return self._document
+        return self._view.document if self._view else None
 
     @property
     def spans(self) -> list[ChunkSpan]:
-        return list(self._spans)
+        return list(self._layout.spans) if self._layout else []
+
+    @property
+    def is_preparing(self) -> bool:
+        """A selection or the dropped-only text is being prepared on the worker."""
+        return self._preparing is not None
+
+    @property
+    def _layout(self) -> SelectionLayout | None:
+        return self._view.layout if self._view else None
+
+    @property
+    def _projection(self) -> TextProjection:
+        return self._view.projection if self._view else TextProjection.whole("")
 
     def set_document(self, document: Document) -> None:
-        self._document = document
-        self._spans = []
+        self._stop_preparing()
         self.dropped_toggle.blockSignals(True)
         self.dropped_toggle.setChecked(False)
         self.dropped_toggle.blockSignals(False)
-        self.dropped_toggle.setEnabled(False)
-        self.summary.setText(NO_SELECTION_HINT)
         self.minimap.set_document(len(document.text), [s.start for s in document.segments])
-        self._fill_segments()
-        self._show(TextProjection.whole(document.text), [])
+        self._apply(prepare_view(document, None, False))  # the text as it is: nothing grows with it
 
     def set_selection(self, document: Document, selection: Selection) -> None:
-        if document is not self._document:
+        if document is not self.document:
             self.set_document(document)
-        self._spans = chunk_spans(selection, len(document.text))
-        self.minimap.set_bands(bands_for(self._spans))
-        self.summary.setText(self._summary_text())
-        self.dropped_toggle.setEnabled(True)
-        self._fill_segments()
-        self._render()
+        dropped_only = self.dropped_toggle.isChecked()
+        self._prepare(document, lambda: prepare_selection_view(document, selection, dropped_only))
 
     def clear_selection(self) -> None:
-        if self._document is not None:
-            self.set_document(self._document)
+        if self.document is not None:
+            self.set_document(self.document)
 
     def show_dropped_only(self, dropped_only: bool) -> None:
         if self.dropped_toggle.isChecked() != dropped_only:
             self.dropped_toggle.setChecked(dropped_only)  # re-enters through `toggled`
             return
-        self._render()
+        document, layout = self.document, self._layout
+        if document is not None and layout is not None:
+            self._prepare(document, lambda: prepare_view(document, layout, dropped_only))
 
     def shown_text(self) -> str:
+        """All the text the view shows (every part), with markers where text is left out."""
         return self._projection.text
 
     def kept_ranges(self) -> list[tuple[int, int]]:
-        return kept_ranges(self._spans)
+        return list(self._layout.kept) if self._layout else []
 
     def dropped_ranges(self) -> list[tuple[int, int]]:
-        length = len(self._document.text) if self._document else 0
-        return complement(self.kept_ranges(), length) if self._spans else []
+        return list(self._layout.dropped) if self._layout else []
 
     def highlighted_ranges(self) -> list[tuple[int, int]]:
-        """Document ranges that carry a background in the text layout, read back from Qt."""
+        """Document ranges that carry a background in the text layout (the part shown), read back from Qt."""
         ranges = []
         block = self.text.document().begin()
         while block.isValid():
             for fmt_range in block.layout().formats():
                 if fmt_range.format.background().style() != Qt.BrushStyle.NoBrush:
                     qt_start = block.position() + fmt_range.start
-                    view_start = self._utf16.to_py(qt_start)
-                    view_end = self._utf16.to_py(qt_start + fmt_range.length)
+                    view_start = self._page_start + self._utf16.to_py(qt_start)
+                    view_end = self._page_start + self._utf16.to_py(qt_start + fmt_range.length)
                     ranges.extend(self._projection.doc_ranges(view_start, view_end))
             block = block.next()
         return merge_ranges(ranges)
 
-    # --- rendering -----------------------------------------------------------------------
+    # --- preparing: inline for a small document, on the worker for a big one ---------------------
 
-    def _render(self) -> None:
-        doc = self._document
-        if doc is None:
+    def _prepare(self, document: Document, build: Callable[[], PreparedView]) -> None:
+        self._stop_preparing()
+        if len(document.text) <= INLINE_CHARS:
+            self._apply(build())
             return
-        if self.dropped_toggle.isChecked():
-            projection = TextProjection.of_ranges(doc.text, self.dropped_ranges(), _dropped_marker)
-            formats = [(start, end, _marker_format()) for start, end in projection.markers]
-        else:
-            projection = TextProjection.whole(doc.text)
-            formats = [(s.start, s.end, _background(heat_colors.span_color(s))) for s in self._spans if s.kept]
-        self._show(projection, formats)
+        self.summary.setText(PREPARING)
+        worker = Worker(lambda ctx: build(), name="preparing the kept-token view")
+        worker.finished.connect(lambda view: self._on_prepared(worker, view))
+        worker.failed.connect(lambda error: self._on_prepare_failed(worker, error))
+        self._preparing = worker.start(self._pool)
 
-    def _show(self, projection: TextProjection, view_formats: list[tuple[int, int, QTextCharFormat]]) -> None:
-        """Put `projection.text` in the editor with formats given in view (Python) offsets."""
-        if projection.text != self._projection.text or self.text.document().isEmpty():
+    def _stop_preparing(self) -> None:
+        if self._preparing is not None:
+            self._preparing.cancel()
+            self._preparing = None
+
+    def _on_prepared(self, worker: Worker, view: PreparedView) -> None:
+        if worker is self._preparing:  # else superseded by a newer document, selection or toggle
+            self._preparing = None
+            self._apply(view)
+
+    def _on_prepare_failed(self, worker: Worker, error: Exception) -> None:
+        if worker is self._preparing:
+            self._preparing = None
+            self.summary.setText(f"Could not show the selection: {failure_text(error, worker.name)}")
+
+    def _apply(self, view: PreparedView) -> None:
+        same_text = self._view is not None and view.projection.text is self._view.projection.text
+        self._view = view
+        self.minimap.set_bands(view.bands)
+        self.summary.setText(self._summary_text() if view.layout else NO_SELECTION_HINT)
+        self.dropped_toggle.setEnabled(view.layout is not None)
+        self._fill_segments()
+        self._show_part(self._page_start if same_text else 0)  # a new selection keeps the reader's place
+
+    # --- rendering one part -----------------------------------------------------------------
+
+    def _show_part(self, start: int) -> None:
+        """Put the view text's part from `start` in the editor, with its highlights."""
+        end = min(start + PAGE_CHARS, len(self._projection.text))
+        page = self._projection.text[start:end]
+        if page != self._page_text or self.text.document().isEmpty():
             self._highlighter.set_ranges([])  # no stale ranges while the new text lays out
-            self.text.setPlainText(projection.text)
-        self._projection = projection
-        self._utf16 = Utf16Index(projection.text)
-        to_qt = self._utf16.to_qt
-        self._highlighter.set_ranges([(to_qt(s), to_qt(e), f) for s, e, f in view_formats])
+            self.text.setPlainText(page)
+            self._page_text = page
+        self._page_start = start
+        self._utf16 = Utf16Index(page)
+        self._highlighter.set_ranges(self._part_formats(start, end))
+        self._update_page_bar()
         self._update_viewport()
 
+    def _part_formats(self, start: int, end: int) -> list[tuple[int, int, QTextCharFormat]]:
+        """The highlights inside [start, end), in the editor's (UTF-16) positions: found by bisection."""
+        view, to_qt = self._view, self._utf16.to_qt
+        formats = []
+        i = bisect.bisect_right(view.highlight_ends, start)
+        while i < len(view.highlights) and view.highlights[i][0] < end:
+            low, high, color = view.highlights[i]
+            formats.append((to_qt(max(low, start) - start), to_qt(min(high, end) - start), _format(color)))
+            i += 1
+        return formats
+
+    def _part_of(self, view_offset: int) -> int:
+        """Where the part holding `view_offset` starts."""
+        last = max(len(self._projection.text) - 1, 0)
+        return min(view_offset, last) // PAGE_CHARS * PAGE_CHARS
+
+    def _turn_page(self, step: int) -> None:
+        start = self._page_start + step * PAGE_CHARS
+        if 0 <= start < len(self._projection.text):
+            self._show_part(start)
+            self.text.moveCursor(QTextCursor.MoveOperation.Start)
+
+    def _update_page_bar(self) -> None:
+        length = len(self._projection.text)
+        parts = -(-length // PAGE_CHARS)
+        for widget in (self.page_label, self.earlier_button, self.later_button):
+            widget.setVisible(parts > 1)
+        self.page_label.setText(f"part {self._page_start // PAGE_CHARS + 1} of {parts}")
+        self.earlier_button.setEnabled(self._page_start > 0)
+        self.later_button.setEnabled(self._page_start + PAGE_CHARS < length)
+
     def _summary_text(self) -> str:
-        doc_length = len(self._document.text) if self._document else 0
-        kept_chars = sum(e - s for s, e in self.kept_ranges())
-        kept_chunks = sum(1 for s in self._spans if s.kept)
-        protected = sum(1 for s in self._spans if s.protected)
-        fraction = kept_chars / doc_length if doc_length else 0.0
+        layout, doc_length = self._layout, len(self.document.text)
+        fraction = layout.kept_chars / doc_length if doc_length else 0.0
         return (
-            f"Kept {fmt_percent(fraction)} of the document: {kept_chunks} of {len(self._spans)} chunks"
-            f" ({protected} protected)"
+            f"Kept {fmt_percent(fraction)} of the document: {layout.kept_chunks} of {len(layout.spans)} chunks"
+            f" ({layout.protected_chunks} protected)"
         )
 
     def _fill_segments(self) -> None:
         self.segments.clear()
-        if self._document is None:
+        document, layout = self.document, self._layout
+        if document is None:
             return
-        segments = self._document.segments
-        coverage = segment_coverage(self.kept_ranges(), [(s.start, s.end) for s in segments])
-        for index, segment in enumerate(segments):
+        for index, segment in enumerate(document.segments):
             label = segment.label
-            if self._spans:
-                label += f"  ·  {fmt_percent(coverage[index])} kept"
+            if layout is not None:
+                label += f"  ·  {fmt_percent(layout.coverage[index])} kept"
             item = QListWidgetItem(label)
             item.setData(Qt.ItemDataRole.UserRole, index)
             self.segments.addItem(item)
@@ -264,12 +392,17 @@ class KeptTokenView(QWidget):
         self.jump_to_segment(item.data(Qt.ItemDataRole.UserRole))
 
     def jump_to_segment(self, index: int) -> None:
-        if self._document is not None and 0 <= index < len(self._document.segments):
-            self.jump_to_offset(self._document.segments[index].start)
+        document = self.document
+        if document is not None and 0 <= index < len(document.segments):
+            self.jump_to_offset(document.segments[index].start)
 
     def jump_to_offset(self, doc_offset: int) -> None:
-        """Put `doc_offset` (or the next shown text) at the top of the view."""
-        position = self._utf16.to_qt(self._projection.to_view(doc_offset))
+        """Put `doc_offset` (or the next shown text) at the top of the view, showing its part first."""
+        view_offset = self._projection.to_view(doc_offset)
+        part = self._part_of(view_offset)
+        if part != self._page_start:
+            self._show_part(part)
+        position = self._utf16.to_qt(view_offset - part)
         cursor = self.text.textCursor()
         cursor.movePosition(QTextCursor.MoveOperation.End)
         self.text.setTextCursor(cursor)
@@ -279,22 +412,24 @@ class KeptTokenView(QWidget):
         self.text.ensureCursorVisible()
 
     def cursor_doc_offset(self) -> int | None:
-        return self._projection.to_doc(self._utf16.to_py(self.text.textCursor().position()))
+        return self._projection.to_doc(self._page_start + self._utf16.to_py(self.text.textCursor().position()))
 
     def _update_viewport(self) -> None:
         viewport = self.text.viewport()
         first = self.text.cursorForPosition(QPoint(0, 0)).position()
         last = self.text.cursorForPosition(QPoint(viewport.width() - 1, viewport.height() - 1)).position()
-        shown = self._projection.doc_ranges(self._utf16.to_py(first), self._utf16.to_py(last) + 1)
+        start = self._page_start
+        shown = self._projection.doc_ranges(start + self._utf16.to_py(first), start + self._utf16.to_py(last) + 1)
         if shown:
             self.minimap.set_viewport(shown[0][0], shown[-1][1])
 
     def _update_location(self) -> None:
         offset = self.cursor_doc_offset()
-        if self._document is None or offset is None:
+        document = self.document
+        if document is None or offset is None:
             self.location.setText("")
             return
-        segment = self._document.segment_at(offset)
+        segment = document.segment_at(offset)
         parts = [segment.label if segment else "between segments"]
         span = self._span_at(offset)
         if span is not None:
@@ -303,9 +438,12 @@ class KeptTokenView(QWidget):
         self.location.setText("  ·  ".join(parts))
 
     def _span_at(self, offset: int) -> ChunkSpan | None:
-        i = bisect.bisect_right([s.start for s in self._spans], offset) - 1
-        if i >= 0 and offset < self._spans[i].end:
-            return self._spans[i]
+        layout = self._layout
+        if layout is None:
+            return None
+        i = bisect.bisect_right(layout.span_starts, offset) - 1
+        if i >= 0 and offset < layout.spans[i].end:
+            return layout.spans[i]
         return None
 
 

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import Notice, RunFinished, SelectionMade
+from engine.api import DefaultModelsError, Notice, PasswordError, RunFinished, SelectionMade
 from engine.api import Document
 from engine.api import ModelSettings, RunSettings
 from engine.api import Case
@@ -37,7 +37,7 @@ from desktop.document_paths import OPEN_FILE_FILTER, dropped_paths
 from desktop.document_session import DocumentLoader, DocumentSession
 from desktop.engine_host import EngineFactory, EngineHost, LoadPreparation
 from desktop.engine_status import EngineStatus
-from desktop.error_banner import ErrorBanner
+from desktop.error_banner import BannerAction, ErrorBanner, failure_text
 from desktop.job_session import CANCELLED, FAILED
 from desktop.kept_view import KeptTokenView
 from desktop.load_dialog import ModelLoadDialog
@@ -62,11 +62,6 @@ def ask_password_dialog(parent: QWidget, path: str, wrong_before: bool) -> str |
     prompt = "The password was wrong. Try again:" if wrong_before else "This PDF is encrypted. Password:"
     text, ok = QInputDialog.getText(parent, f"Password for {Path(path).name}", prompt, QLineEdit.EchoMode.Password)
     return text if ok else None
-
-
-def _needs_password(message: str) -> bool:
-    lowered = message.lower()
-    return "encrypted" in lowered and "password" in lowered
 
 
 class MainWindow(QMainWindow):
@@ -376,13 +371,18 @@ class MainWindow(QMainWindow):
             self.documents.count_tokens()
         self._refresh_controls()
 
-    def _on_engine_failed(self, message: str) -> None:
+    def _on_engine_failed(self, error: Exception) -> None:
         self._close_load_dialog()
         self.engine_status.show_unloaded("failed to load")
-        offer = self._assemble_models is not None and self.host.defaults_need_assembly
-        action = ("Re-assemble default models", self.reassemble_models) if offer else None
-        self.banner.show_error(f"Could not load the models: {message}", action=action)
+        message = failure_text(error, "model loading")
+        self.banner.show_error(f"Could not load the models: {message}", action=self._repair_offer(error))
         self._refresh_controls()
+
+    def _repair_offer(self, error: Exception) -> BannerAction | None:
+        """A missing or corrupt default model is the one load failure the app repairs itself."""
+        if isinstance(error, DefaultModelsError) and self._assemble_models is not None:
+            return ("Re-assemble default models", self.reassemble_models)
+        return None
 
     def _on_engine_cancelled(self) -> None:
         self._close_load_dialog()
@@ -410,12 +410,13 @@ class MainWindow(QMainWindow):
         self._refresh_ab_context()
         self._refresh_controls()
 
-    def _on_document_failed(self, path: str, message: str) -> None:
-        if _needs_password(message):
-            password = self._ask_password(self, path, "wrong" in message.lower())
+    def _on_document_failed(self, path: str, error: Exception, password_given: bool) -> None:
+        if isinstance(error, PasswordError):
+            password = self._ask_password(self, path, password_given)  # given before: it was wrong
             if password is not None:
                 self.documents.load(path, password=password)
                 return
+        message = failure_text(error, f"loading {path}")
         self.doc_info.show_failed(path, message)
         self.banner.show_error(message)
         self._refresh_controls()
@@ -428,8 +429,8 @@ class MainWindow(QMainWindow):
         self.doc_info.show_token_count(tokens)
         self._refresh_prediction()
 
-    def _on_token_count_failed(self, message: str) -> None:
-        self.banner.show_error(f"Could not count the document's tokens: {message}")
+    def _on_token_count_failed(self, error: Exception) -> None:
+        self.banner.show_error(f"Could not count the document's tokens: {failure_text(error, 'token count')}")
 
     # --- runs ----------------------------------------------------------------------------
 
@@ -533,9 +534,10 @@ class MainWindow(QMainWindow):
     # --- shutdown -------------------------------------------------------------------------
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.hide()  # gone at once for the user, while the engine thread finishes its last call
         self.runs.cancel()
         self.ab.cancel()
         self._close_load_dialog()
         self.documents.shutdown()
-        self.host.shutdown()
+        self.host.shutdown()  # returns once no job runs, and only then frees the engine
         super().closeEvent(event)

@@ -1,6 +1,8 @@
 """A vertical strip showing the whole document: kept bands by importance, dropped in grey.
 
-Clicking or dragging on it asks the text view to go to that place.
+Clicking or dragging on it asks the text view to go to that place. A document with more
+chunks than MAX_BANDS gets one band per run of neighbouring chunks, so painting stays
+bounded however long the document is.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from desktop import heat_colors
 from desktop.selection_map import ChunkSpan
 
+MAX_BANDS = 4096  # more than any screen has pixel rows for the strip
+
 
 @dataclass(frozen=True)
 class Band:
@@ -23,8 +27,17 @@ class Band:
     color: QColor
 
 
-def bands_for(spans: Sequence[ChunkSpan]) -> list[Band]:
-    return [Band(s.start, s.end, heat_colors.span_color(s)) for s in spans]
+def bands_for(spans: Sequence[ChunkSpan], limit: int = MAX_BANDS) -> list[Band]:
+    """A band per chunk; past `limit` chunks, a band per group of neighbours, in its most prominent colour."""
+    size = -(-len(spans) // limit) if spans else 1  # chunks per band, rounded up
+    groups = [spans[i:i + size] for i in range(0, len(spans), size)]
+    return [Band(group[0].start, group[-1].end, heat_colors.span_color(max(group, key=_prominence)))
+            for group in groups]
+
+
+def _prominence(span: ChunkSpan) -> tuple[bool, float]:
+    """Kept (or protected) chunks outrank dropped ones, then the more important the better."""
+    return (span.kept or span.protected, span.shade)
 
 
 class Minimap(QWidget):

@@ -1,4 +1,7 @@
-"""Keep slider, position mode, the three run buttons and Cancel."""
+"""Keep slider, position mode, the three run buttons and Cancel.
+
+The keep default and the position modes come from the settings schema (engine.api).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +9,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
 
-KEEP_MIN, KEEP_MAX, KEEP_DEFAULT = 5, 90, 20  # percent
-POSITION_MODES = (
-    ("auto", "auto", "Restore original positions when the runtime supports it, else renumber"),
-    ("restore", "restore", "Kept tokens keep their original positions (needs runtime support)"),
-    ("renumber", "renumber", "Kept tokens are packed and renumbered 0..n"),
-)
+from engine.api import RunSettings, option_of
+
+KEEP_MIN, KEEP_MAX = 5, 90  # percent: the slider's span, inside the schema's (0, 1]
+KEEP_DEFAULT = round(RunSettings.keep * 100)  # a dataclass keeps each field's default as a class attribute
+POSITIONS = option_of(RunSettings, "positions")
 
 
 class RunControls(QWidget):
@@ -32,9 +34,10 @@ class RunControls(QWidget):
         self.keep_slider.valueChanged.connect(self._on_keep)
         self.positions = QComboBox()
         self.positions.setObjectName("positionMode")
-        for value, text, tip in POSITION_MODES:
-            self.positions.addItem(text, value)
-            self.positions.setItemData(self.positions.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        for mode in POSITIONS.choices:
+            self.positions.addItem(mode, mode)
+        self.positions.setCurrentIndex(self.positions.findData(RunSettings.positions))
+        self.positions.setToolTip(POSITIONS.help)
         self.compare_button = QPushButton("Compare")
         self.compare_button.setObjectName("compareButton")
         self.baseline_button = QPushButton("Full prefill only")

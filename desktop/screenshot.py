@@ -67,8 +67,13 @@ class ScreenshotDirector(QObject):
     def _tick(self) -> None:
         if self._phase == "prepare" and self._prepared():
             self._after_prepare()
-        elif self._phase == "run" and not self.window.runs.is_active:
+        elif self._phase == "run" and self._run_settled():
             self._shoot()
+
+    def _run_settled(self) -> bool:
+        """The run ended, and what is computed from it on workers (agreement, kept-token view) is shown."""
+        window = self.window
+        return not (window.runs.is_active or window.comparison.agreement_pending or window.kept_view.is_preparing)
 
     def _prepared(self) -> bool:
         """Models settled (ready or failed), document settled, and its tokens counted when possible."""
@@ -101,7 +106,7 @@ class ScreenshotDirector(QObject):
             self._shoot()
             self.window.cancel()  # the shot is taken; no need to finish the run
 
-    def _on_count_failed(self, _message: str) -> None:
+    def _on_count_failed(self, _error: Exception) -> None:
         self._count_failed = True
 
     def _on_timeout(self) -> None:

@@ -5,6 +5,9 @@ Qt-free so it can be tested on its own. A chunk covers tokens
 token_char_offsets[k]; the document sits at doc_char_span inside the prompt, so
 doc_offset = prompt_offset - doc_char_span[0]. Chunks outside the document
 (system prompt, question) are left out.
+
+Mapping a selection costs Python work per chunk (a 30 MB document has hundreds of
+thousands), so the kept-token view runs `layout_selection` on a worker for big documents.
 """
 
 from __future__ import annotations
@@ -28,6 +31,35 @@ class ChunkSpan:
     kept: bool
     protected: bool
     shade: float = 0.0  # score scaled to [0, 1] within its group (kept or dropped), for colouring
+
+
+@dataclass(frozen=True)
+class SelectionLayout:
+    """A selection mapped onto one document: everything the kept-token view shows of it."""
+
+    spans: list[ChunkSpan]
+    span_starts: list[int]  # spans[i].start, for bisection
+    kept: list[Range]  # merged
+    dropped: list[Range]
+    coverage: list[float]  # per segment (page or file): the share kept
+    kept_chars: int
+    kept_chunks: int
+    protected_chunks: int
+
+
+def layout_selection(selection: Selection, doc_length: int, segments: Sequence[Range]) -> SelectionLayout:
+    spans = chunk_spans(selection, doc_length)
+    kept = kept_ranges(spans)
+    return SelectionLayout(
+        spans=spans,
+        span_starts=[s.start for s in spans],
+        kept=kept,
+        dropped=complement(kept, doc_length),
+        coverage=segment_coverage(kept, segments),
+        kept_chars=sum(end - start for start, end in kept),
+        kept_chunks=sum(1 for s in spans if s.kept),
+        protected_chunks=sum(1 for s in spans if s.protected),
+    )
 
 
 def chunk_spans(selection: Selection, doc_length: int) -> list[ChunkSpan]:

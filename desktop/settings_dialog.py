@@ -1,9 +1,15 @@
-"""Settings: model paths, device, draft precision, threads, context size, and the run preferences."""
+"""Settings: the model settings and the run preferences, one row per field the schema labels.
+
+Every row is generated from the field's Option (engine.api): its label, tooltip (the help
+text), spin range, choices, and the text shown for None ("Auto (…)") or 0 ("Full attention").
+So the dialog cannot offer a value the engine refuses, such as a look-ahead of 0.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -20,22 +26,42 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import DEFAULT_DRAFT, DEFAULT_MIN_TOKENS, DEFAULT_TARGET, ModelSettings
-from desktop.settings_store import RunPreferences
+from engine.api import DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, option_of, value_type
+from desktop.settings_store import RunPreferences, dialog_fields
 
-DEVICES = (("auto", "Auto"), ("cuda", "CUDA"), ("cpu", "CPU"))
-DRAFT_PRECISIONS = (("int8", "int8 (dynamic quantization, faster on CPU)"), ("none", "fp32"))
-MAX_THRESHOLD = 1 << 20
+SPIN_LIMIT = 2**31 - 1  # a QSpinBox holds a 32-bit int
+# How far one arrow click moves a spin box: presentation only, not a setting's value.
+SPIN_STEPS = {"n_ctx": 1024, "draft_window": 1024, "min_tokens": 256, "max_new_tokens": 64}
+FOLDER_MODELS = {"draft_path"}  # a draft may also be a transformers model folder
+# Where the token spin starts when "automatic" is unticked: the fixed value automatic falls back to.
+UNTICKED_STARTS = {"min_tokens": DEFAULT_MIN_TOKENS}
+# The attribute names the window and its tests use for some rows; the others use the field's name.
+ATTRIBUTES = {"target_path": "target", "draft_path": "draft", "draft_quant": "draft_precision",
+              "n_threads": "threads", "n_ctx": "context", "min_tokens": "threshold"}
+
+
+def _largest(option: Option) -> int:
+    """The top of a spin box for this option: its maximum, or as far as a QSpinBox goes."""
+    return int(min(option.maximum if option.maximum is not None else SPIN_LIMIT, SPIN_LIMIT))
+
+
+def _phrase(meaning: str) -> str:
+    """A none_means text ("the physical cores") as it reads in brackets: "physical cores"."""
+    return meaning.removeprefix("the ")
+
+
+# --- one editor per kind of field: each is the row's widget, with field_value / set_field_value ------
 
 
 class _PathField(QWidget):
     """A path line edit with Browse buttons; empty means the default model."""
 
-    def __init__(self, placeholder: str, allow_folder: bool, parent: QWidget | None = None) -> None:
+    def __init__(self, option: Option, allow_folder: bool, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.edit = QLineEdit()
-        self.edit.setPlaceholderText(placeholder)
-        self.edit.setToolTip(placeholder)
+        self.edit.setPlaceholderText(option.help)
+        self.edit.setToolTip(option.help)
+        self.setToolTip(option.help)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.edit, 1)
@@ -55,6 +81,12 @@ class _PathField(QWidget):
     def set_path(self, path: Path | None) -> None:
         self.edit.setText(str(path) if path else "")
 
+    def field_value(self) -> Path | None:
+        return self.path
+
+    def set_field_value(self, path: Path | None) -> None:
+        self.set_path(path)
+
     def _browse_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Choose a model", self.edit.text(), "GGUF models (*.gguf);;All files (*)")
         if path:
@@ -66,17 +98,74 @@ class _PathField(QWidget):
             self.edit.setText(path)
 
 
-class _ThresholdField(QWidget):
-    """The SpecPrefill threshold: automatic (None) or a token count typed by the user."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
+class _ChoiceBox(QComboBox):
+    def __init__(self, option: Option, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.automatic = QCheckBox(f"automatic (calibrated prediction, else {DEFAULT_MIN_TOKENS})")
-        self.automatic.setToolTip("Bypass SpecPrefill where this machine's calibration predicts no gain; "
-                                  f"without a calibration, below {DEFAULT_MIN_TOKENS} tokens")
-        self.tokens = _spin(0, MAX_THRESHOLD, step=256)
+        for choice in option.choices:
+            self.addItem(option.label_for(choice), choice)
+        self.setToolTip(option.help)
+
+    def field_value(self) -> str:
+        return self.currentData()
+
+    def set_field_value(self, value: str) -> None:
+        self.setCurrentIndex(max(self.findData(value), 0))
+
+
+class _FlagBox(QCheckBox):
+    def __init__(self, option: Option, parent: QWidget | None = None) -> None:
+        super().__init__(option.help, parent)
+        self.setToolTip(option.help)
+
+    def field_value(self) -> bool:
+        return self.isChecked()
+
+    def set_field_value(self, value: bool) -> None:
+        self.setChecked(value)
+
+
+class _CountSpin(QSpinBox):
+    """A whole number in the option's range. Where None is allowed it sits one below the minimum,
+    shown as "Auto (…)"; where 0 is special (zero_means), 0 shows its meaning."""
+
+    def __init__(self, option: Option, step: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._none = int(option.minimum) - 1 if option.none_means else None
+        low = self._none if self._none is not None else int(option.minimum)
+        self.setRange(low, _largest(option))
+        self.setSingleStep(step)
+        self.setToolTip(option.help)
+        special = f"Auto ({_phrase(option.none_means)})" if option.none_means else option.zero_means
+        if special:
+            self.setSpecialValueText(special)  # shown at the minimum value
+
+    def stepBy(self, steps: int) -> None:
+        # From "Auto" the first step up lands on the smallest allowed value, not on Auto + one step.
+        if self._none is not None and self.value() == self._none and steps > 0:
+            self.setValue(self._none + 1)
+            steps -= 1
+        super().stepBy(steps)
+
+    def field_value(self) -> int | None:
+        return None if self.value() == self._none else self.value()
+
+    def set_field_value(self, value: int | None) -> None:
+        self.setValue(self._none if value is None else value)
+
+
+class _AutomaticOrCount(QWidget):
+    """A count where None (automatic) and 0 are both meaningful: a tick box beside a spin box."""
+
+    def __init__(self, option: Option, step: int, unticked_start: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._unticked_start = unticked_start
+        self.automatic = QCheckBox(f"automatic ({_phrase(option.none_means)})")
+        self.tokens = QSpinBox()
+        self.tokens.setRange(int(option.minimum), _largest(option))
+        self.tokens.setSingleStep(step)
         self.tokens.setSuffix(" tokens")
-        self.tokens.setToolTip("Prompts shorter than this run full prefill instead of SpecPrefill")
+        for widget in (self, self.automatic, self.tokens):
+            widget.setToolTip(option.help)
         self.automatic.toggled.connect(lambda on: self.tokens.setEnabled(not on))
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -87,20 +176,34 @@ class _ThresholdField(QWidget):
     def value(self) -> int | None:
         return None if self.automatic.isChecked() else self.tokens.value()
 
-    def set_value(self, min_tokens: int | None) -> None:
-        self.automatic.setChecked(min_tokens is None)
-        self.tokens.setEnabled(min_tokens is not None)
-        # Unchecking "automatic" starts from the engine's fixed threshold, not from 0.
-        self.tokens.setValue(DEFAULT_MIN_TOKENS if min_tokens is None else min_tokens)
+    def set_value(self, value: int | None) -> None:
+        self.automatic.setChecked(value is None)
+        self.tokens.setEnabled(value is not None)
+        # Unticking "automatic" starts from the value automatic falls back to, not from 0.
+        self.tokens.setValue(self._unticked_start if value is None else value)
+
+    def field_value(self) -> int | None:
+        return self.value
+
+    def set_field_value(self, value: int | None) -> None:
+        self.set_value(value)
 
 
-def _spin(low: int, high: int, step: int = 1, special: str | None = None) -> QSpinBox:
-    spin = QSpinBox()
-    spin.setRange(low, high)
-    spin.setSingleStep(step)
-    if special:
-        spin.setSpecialValueText(special)  # shown at the minimum value
-    return spin
+def editor_for(cls: type, name: str, option: Option) -> QWidget:
+    """The widget that edits field `name` of `cls`, from its type and Option."""
+    kind = value_type(cls, name)
+    step = SPIN_STEPS.get(name, 1)
+    if option.choices:
+        return _ChoiceBox(option)
+    if kind is bool:
+        return _FlagBox(option)
+    if kind is Path:
+        return _PathField(option, allow_folder=name in FOLDER_MODELS)
+    if kind is int and option.none_means and option.minimum == 0:  # no spare value below 0 to mean None
+        return _AutomaticOrCount(option, step, UNTICKED_STARTS.get(name, 0))
+    if kind is int:
+        return _CountSpin(option, step)
+    raise TypeError(f"the Settings dialog has no editor for {cls.__name__}.{name} ({kind.__name__})")
 
 
 class SettingsDialog(QDialog):
@@ -108,25 +211,10 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self._base = model_settings  # fields the dialog does not edit (n_batch) are kept from here
-        self.target = _PathField(f"Default: {DEFAULT_TARGET.name}", allow_folder=False)
-        self.draft = _PathField(f"Default: {DEFAULT_DRAFT.name} (GGUF file or transformers folder)", allow_folder=True)
-        self.device = QComboBox()
-        for value, text in DEVICES:
-            self.device.addItem(text, value)
-        self.draft_precision = QComboBox()
-        for value, text in DRAFT_PRECISIONS:
-            self.draft_precision.addItem(text, value)
-        self.threads = _spin(0, 256, special="Auto (physical cores)")
-        self.context = _spin(512, 1 << 20, step=1024)
-        self.lookahead = _spin(0, 256)
-        self.draft_window = _spin(0, 1 << 20, step=1024, special="Full attention")
-        self.draft_window.setToolTip("In the draft's prefill, each prompt token attends to the first tokens and "
-                                     "this many recent ones: faster on long documents, scores barely change")
-        self.chunk_size = _spin(1, 4096)
-        self.threshold = _ThresholdField()
-        self.max_new_tokens = _spin(1, 32768, step=64)
-        self.truncate = QCheckBox("cut the end of a document too long for the context (instead of refusing)")
-        self.truncate.setToolTip("The run then says how many tokens were cut; the question is always kept")
+        self._form = QFormLayout()
+        self._editors: dict[str, QWidget] = {}
+        for cls in (ModelSettings, RunSettings):
+            self._add_rows(cls)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok
             | QDialogButtonBox.StandardButton.Cancel
@@ -137,60 +225,40 @@ class SettingsDialog(QDialog):
         self.restore_button = buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
         self.restore_button.clicked.connect(self.restore_defaults)
         self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
-
-        form = QFormLayout()
-        form.addRow("Target model:", self.target)
-        form.addRow("Draft model:", self.draft)
-        form.addRow("Device:", self.device)
-        form.addRow("Draft precision:", self.draft_precision)
-        form.addRow("Threads:", self.threads)
-        form.addRow("Context size (tokens):", self.context)
-        form.addRow("Draft look-ahead (tokens):", self.lookahead)
-        form.addRow("Draft attention window (tokens):", self.draft_window)
-        form.addRow("Chunk size (tokens):", self.chunk_size)
-        form.addRow("SpecPrefill threshold:", self.threshold)
-        form.addRow("Max new tokens:", self.max_new_tokens)
-        form.addRow("Long documents:", self.truncate)
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
+        layout.addLayout(self._form)
         layout.addWidget(buttons)
         self.resize(640, self.sizeHint().height())
         self.set_values(model_settings, run_prefs)
 
+    def _add_rows(self, cls: type) -> None:
+        for name in dialog_fields(cls):
+            option = option_of(cls, name)
+            editor = editor_for(cls, name, option)
+            self._editors[name] = editor
+            setattr(self, ATTRIBUTES.get(name, name), editor)
+            self._form.addRow(f"{option.label}:", editor)
+
+    def editor(self, name: str) -> QWidget:
+        """The widget editing settings field `name`."""
+        return self._editors[name]
+
+    def label_of(self, name: str) -> str:
+        return self._form.labelForField(self._editors[name]).text()
+
     def set_values(self, model_settings: ModelSettings, run_prefs: RunPreferences) -> None:
-        self.target.set_path(model_settings.target_path)
-        self.draft.set_path(model_settings.draft_path)
-        self.device.setCurrentIndex(max(self.device.findData(model_settings.device), 0))
-        self.draft_precision.setCurrentIndex(max(self.draft_precision.findData(model_settings.draft_quant), 0))
-        self.threads.setValue(model_settings.n_threads or 0)
-        self.context.setValue(model_settings.n_ctx)
-        self.lookahead.setValue(run_prefs.lookahead)
-        self.draft_window.setValue(run_prefs.draft_window)
-        self.chunk_size.setValue(run_prefs.chunk_size)
-        self.threshold.set_value(run_prefs.min_tokens)
-        self.max_new_tokens.setValue(run_prefs.max_new_tokens)
-        self.truncate.setChecked(run_prefs.truncate)
+        for source, cls in ((model_settings, ModelSettings), (run_prefs, RunSettings)):
+            for name in dialog_fields(cls):
+                self._editors[name].set_field_value(getattr(source, name))
 
     def restore_defaults(self) -> None:
         self.set_values(ModelSettings(), RunPreferences())
 
     def model_settings(self) -> ModelSettings:
-        return replace(
-            self._base,
-            target_path=self.target.path,
-            draft_path=self.draft.path,
-            device=self.device.currentData(),
-            draft_quant=self.draft_precision.currentData(),
-            n_threads=self.threads.value() or None,
-            n_ctx=self.context.value(),
-        )
+        return replace(self._base, **self._values_of(dialog_fields(ModelSettings)))
 
     def run_preferences(self) -> RunPreferences:
-        return RunPreferences(
-            chunk_size=self.chunk_size.value(),
-            lookahead=self.lookahead.value(),
-            draft_window=self.draft_window.value(),
-            max_new_tokens=self.max_new_tokens.value(),
-            min_tokens=self.threshold.value,
-            truncate=self.truncate.isChecked(),
-        )
+        return RunPreferences(**self._values_of(dialog_fields(RunSettings)))
+
+    def _values_of(self, names: list[str]) -> dict[str, Any]:
+        return {name: self._editors[name].field_value() for name in names}

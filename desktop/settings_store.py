@@ -1,43 +1,57 @@
 """Everything the GUI remembers between sessions, kept in one QSettings.
 
-Defaults come from the engine's own dataclasses, so the GUI never carries a
-second copy of them. Tests pass a QSettings on a temporary ini file.
+The settings are read and written by one loop over the engine's settings schema
+(engine.api.options): every model setting, and the run settings the Settings dialog edits
+(those with a label), under "models/<field>" and "run/<field>". A value read back is
+coerced to its field's type and checked by the field's Option; one that is missing,
+unreadable or refused reads as the field's default. So no default, range or choice is
+written here. Tests pass a QSettings on a temporary ini file.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import logging
+from dataclasses import asdict, field, fields, make_dataclass
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QSettings
 
-from engine.api import ModelSettings, RunSettings
+from engine.api import ModelSettings, Option, RunSettings, option_of, options, value_type
 from desktop.run_controls import KEEP_DEFAULT, KEEP_MAX, KEEP_MIN
+
+log = logging.getLogger(__name__)
 
 ORGANIZATION = "SpecPrefill"
 APPLICATION = "specprefill-gui"
 MAX_RECENT = 10
-_DEFAULT_MODELS = ModelSettings()
-_DEFAULT_RUN = RunSettings()
+MODELS, RUN = "models", "run"  # the QSettings groups of ModelSettings and RunSettings
+AUTOMATIC = "auto"  # how None is stored where 0 is an allowed value (min_tokens); elsewhere it is 0 or ""
 
 
-AUTOMATIC = "auto"  # how an automatic threshold (min_tokens None) is stored
+def schema_fields(cls: type) -> list[str]:
+    return [name for name, _, _ in options(cls)]
 
 
-@dataclass
-class RunPreferences:
-    """The RunSettings fields the Settings dialog edits; keep and positions come from the main window."""
+def dialog_fields(cls: type) -> list[str]:
+    """The fields the Settings dialog edits: those the schema gives a label."""
+    return [name for name, option, _ in options(cls) if option.label]
 
-    chunk_size: int = _DEFAULT_RUN.chunk_size
-    lookahead: int = _DEFAULT_RUN.lookahead
-    draft_window: int = _DEFAULT_RUN.draft_window  # 0: the draft's prefill attends to everything
-    max_new_tokens: int = _DEFAULT_RUN.max_new_tokens
-    min_tokens: int | None = _DEFAULT_RUN.min_tokens  # None: the calibrated prediction decides
-    truncate: bool = _DEFAULT_RUN.truncate  # cut a document too long for the context instead of refusing
 
-    def run_settings(self, keep: float, positions: str) -> RunSettings:
-        # The field names are RunSettings' own, so every preference carries over by name.
-        return replace(RunSettings(keep=keep, positions=positions), **asdict(self))
+def _run_settings(self, keep: float, positions: str) -> RunSettings:
+    # The field names are RunSettings' own, so every preference carries over by name.
+    return RunSettings(keep=keep, positions=positions, **asdict(self))
+
+
+# The RunSettings fields the Settings dialog edits, with the schema's defaults; keep and
+# positions come from the main window. Generated, so a field added to the schema with a
+# label appears here, in the dialog and in QSettings at once.
+_PREFERENCES = dialog_fields(RunSettings)
+RunPreferences = make_dataclass(
+    "RunPreferences",
+    [(f.name, f.type, field(default=f.default)) for f in fields(RunSettings) if f.name in _PREFERENCES],
+    namespace={"run_settings": _run_settings, "__doc__": "The run settings the Settings dialog edits."},
+)
 
 
 def default_qsettings() -> QSettings:
@@ -48,60 +62,34 @@ class SettingsStore:
     def __init__(self, settings: QSettings) -> None:
         self._s = settings
 
-    # --- models ----------------------------------------------------------------------------
+    # --- settings from the schema -------------------------------------------------------------
 
     def model_settings(self) -> ModelSettings:
-        threads = self._int("models/n_threads", 0)
-        return ModelSettings(
-            target_path=self._path("models/target_path"),
-            draft_path=self._path("models/draft_path"),
-            device=self._choice("models/device", ("auto", "cuda", "cpu"), _DEFAULT_MODELS.device),
-            n_threads=threads if threads > 0 else None,
-            n_ctx=self._int("models/n_ctx", _DEFAULT_MODELS.n_ctx),
-            n_batch=self._int("models/n_batch", _DEFAULT_MODELS.n_batch),
-            draft_quant=self._choice("models/draft_quant", ("int8", "none"), _DEFAULT_MODELS.draft_quant),
-        )
+        return ModelSettings(**self._read_fields(MODELS, ModelSettings, schema_fields(ModelSettings)))
 
     def save_model_settings(self, settings: ModelSettings) -> None:
-        self._s.setValue("models/target_path", str(settings.target_path or ""))
-        self._s.setValue("models/draft_path", str(settings.draft_path or ""))
-        self._s.setValue("models/device", settings.device)
-        self._s.setValue("models/n_threads", settings.n_threads or 0)
-        self._s.setValue("models/n_ctx", settings.n_ctx)
-        self._s.setValue("models/n_batch", settings.n_batch)
-        self._s.setValue("models/draft_quant", settings.draft_quant)
-        self._s.sync()
-
-    # --- run preferences -----------------------------------------------------------------------
+        self._write_fields(MODELS, ModelSettings, asdict(settings))
 
     def run_preferences(self) -> RunPreferences:
-        defaults = RunPreferences()
-        return RunPreferences(
-            chunk_size=self._int("run/chunk_size", defaults.chunk_size),
-            lookahead=self._int("run/lookahead", defaults.lookahead),
-            draft_window=max(self._int("run/draft_window", defaults.draft_window), 0),
-            max_new_tokens=self._int("run/max_new_tokens", defaults.max_new_tokens),
-            min_tokens=self._threshold("run/min_tokens"),
-            truncate=self._int("run/truncate", int(defaults.truncate)) == 1,
-        )
+        return RunPreferences(**self._read_fields(RUN, RunSettings, _PREFERENCES))
 
     def save_run_preferences(self, prefs: RunPreferences) -> None:
-        self._s.setValue("run/chunk_size", prefs.chunk_size)
-        self._s.setValue("run/lookahead", prefs.lookahead)
-        self._s.setValue("run/draft_window", prefs.draft_window)
-        self._s.setValue("run/max_new_tokens", prefs.max_new_tokens)
-        self._s.setValue("run/min_tokens", AUTOMATIC if prefs.min_tokens is None else prefs.min_tokens)
-        self._s.setValue("run/truncate", int(prefs.truncate))
-        self._s.sync()
+        self._write_fields(RUN, RunSettings, asdict(prefs))
+
+    # --- the main window's own controls -----------------------------------------------------------
 
     def keep_percent(self) -> int:
-        return min(max(self._int("ui/keep_percent", KEEP_DEFAULT), KEEP_MIN), KEEP_MAX)
+        try:
+            percent = int(self._s.value("ui/keep_percent", KEEP_DEFAULT))
+        except (TypeError, ValueError):
+            return KEEP_DEFAULT
+        return min(max(percent, KEEP_MIN), KEEP_MAX)
 
     def save_keep_percent(self, percent: int) -> None:
         self._s.setValue("ui/keep_percent", percent)
 
     def position_mode(self) -> str:
-        return self._choice("ui/position_mode", ("auto", "restore", "renumber"), "auto")
+        return self._read("ui/position_mode", RunSettings, "positions")
 
     def save_position_mode(self, mode: str) -> None:
         self._s.setValue("ui/position_mode", mode)
@@ -127,23 +115,58 @@ class SettingsStore:
         self._s.setValue("recent/files", "\n".join(paths))
         self._s.sync()
 
-    # --- typed reads -------------------------------------------------------------------------
+    # --- reading and writing one field -------------------------------------------------------------
 
-    def _int(self, key: str, default: int) -> int:
-        try:
-            return int(self._s.value(key, default))
-        except (TypeError, ValueError):
+    def _read_fields(self, group: str, cls: type, names: list[str]) -> dict[str, Any]:
+        return {name: self._read(f"{group}/{name}", cls, name) for name in names}
+
+    def _write_fields(self, group: str, cls: type, values: dict[str, Any]) -> None:
+        for name, value in values.items():
+            self._s.setValue(f"{group}/{name}", _stored(value, value_type(cls, name), option_of(cls, name)))
+        self._s.sync()
+
+    def _read(self, key: str, cls: type, name: str) -> Any:
+        """The stored value of field `name`, or its default when missing, unreadable or refused by its Option."""
+        default = getattr(cls, name)  # a dataclass keeps each field's default as a class attribute
+        raw = self._s.value(key)
+        if raw is None:
             return default
+        option = option_of(cls, name)
+        try:
+            value = _parsed(str(raw).strip(), value_type(cls, name), option)
+            option.check(name, value)
+        except (TypeError, ValueError) as exc:  # SettingsError is a ValueError
+            log.warning("ignoring the stored %s (%s): %s", key, raw, exc)
+            return default
+        return value
 
-    def _threshold(self, key: str) -> int | None:
-        """A stored token count, or None (automatic) when it is "auto", missing or unreadable."""
-        value = self._int(key, -1)
-        return value if value >= 0 else None
 
-    def _path(self, key: str) -> Path | None:
-        value = str(self._s.value(key, "") or "").strip()
-        return Path(value).expanduser() if value else None
+def _stored_none(kind: type, option: Option) -> int | str:
+    """How a None (automatic) value is stored: "" for a path, 0 where 0 is not allowed, else "auto"."""
+    if kind is Path:
+        return ""
+    return 0 if option.minimum is not None and option.minimum > 0 else AUTOMATIC
 
-    def _choice(self, key: str, allowed: tuple[str, ...], default: str) -> str:
-        value = str(self._s.value(key, default))
-        return value if value in allowed else default
+
+def _stored(value: Any, kind: type, option: Option) -> Any:
+    if value is None:
+        return _stored_none(kind, option)
+    if kind is bool:
+        return int(value)  # ini files keep 0/1 unambiguously
+    return str(value) if kind is Path else value
+
+
+_BOOLEANS = {"1": True, "true": True, "0": False, "false": False}
+
+
+def _parsed(text: str, kind: type, option: Option) -> Any:
+    """A stored text as the field's value; ValueError when it is not one."""
+    if option.none_means and text == str(_stored_none(kind, option)):
+        return None
+    if kind is Path:
+        return Path(text).expanduser()
+    if kind is bool:
+        if text.lower() not in _BOOLEANS:
+            raise ValueError(f"expected 0 or 1, got {text!r}")
+        return _BOOLEANS[text.lower()]
+    return kind(text)

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import Case, SuiteError, load_suite
+from engine.api import Case, SuiteError, format_count, load_suite
 from desktop.suite_builder import ANSWER_SEPARATOR, new_case, save_suite
 
 SUITE_FILTER = "A/B suites (*.jsonl);;All files (*)"
@@ -136,7 +136,7 @@ class SuitePanel(QWidget):
             return False
         self._set_cases(cases)
         self._set_path(Path(path))
-        self._say(f"{len(cases)} case{'' if len(cases) == 1 else 's'} loaded.")
+        self._say(f"{format_count(len(cases), 'case')} loaded.")
         return True
 
     def save_suite(self, path: str | Path) -> bool:
@@ -148,7 +148,7 @@ class SuitePanel(QWidget):
             return False
         self._set_cases(cases)
         self._set_path(target)
-        self._say(f"Saved {len(cases)} case{'' if len(cases) == 1 else 's'}.")
+        self._say(f"Saved {format_count(len(cases), 'case')}.")
         return True
 
     def _ask_open(self) -> None:

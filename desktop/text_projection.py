@@ -4,11 +4,15 @@ A view may show the whole document or only some ranges of it (with markers
 between them). A TextProjection keeps the mapping both ways. Qt counts
 positions in UTF-16 units, Python in code points; Utf16Index converts, which
 matters for PDFs full of mathematical letters or code with emoji.
+
+Building a projection of many ranges costs Python work per range, so the kept-token view
+builds big ones on a worker; looking an offset up is a bisection, cheap on any thread.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -76,11 +80,14 @@ class TextProjection:
     def doc_ranges(self, view_start: int, view_end: int) -> list[Range]:
         """The document ranges shown inside the view range [view_start, view_end)."""
         out = []
-        for piece in self.pieces:
+        i = max(bisect.bisect_right(self._view_starts, view_start) - 1, 0)  # the piece holding view_start
+        while i < len(self.pieces) and self.pieces[i].view_start < view_end:
+            piece = self.pieces[i]
             lo = max(view_start, piece.view_start)
             hi = min(view_end, piece.view_start + piece.length)
             if lo < hi:
                 out.append((piece.doc_start + lo - piece.view_start, piece.doc_start + hi - piece.view_start))
+            i += 1
         return out
 
 
@@ -90,12 +97,16 @@ def _append_marker(parts: list[str], markers: list[Range], view_pos: int, text: 
     return view_pos + len(text)
 
 
+_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")  # characters beyond the BMP
+
+
 class Utf16Index:
     """Python str offsets <-> Qt (UTF-16) positions for one text."""
 
     def __init__(self, text: str) -> None:
-        # Each character beyond the BMP takes two UTF-16 units: remember where they are.
-        self._astral = [i for i, ch in enumerate(text) if ord(ch) > 0xFFFF] if not text.isascii() else []
+        # Each character beyond the BMP takes two UTF-16 units: remember where they are. The regex
+        # scans in C, so the Python work grows with the number of such characters, not the text.
+        self._astral = [] if text.isascii() else [m.start() for m in _ASTRAL.finditer(text)]
         self._astral_qt = [p + k for k, p in enumerate(self._astral)]
 
     def to_qt(self, offset: int) -> int:

@@ -5,6 +5,9 @@ whose items are forwarded one by one as `event` signals (engine event streams).
 The pool thread emits on a private relay; the Worker, which lives on the GUI
 thread, re-emits on its public signals. So every public signal arrives on the
 GUI thread, whatever kind of slot (lambda, method) is connected to it.
+
+A failure crosses the thread as the exception object itself: the GUI acts on its type
+(a password prompt, an offer to re-assemble the models), never on its words.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ class _Relay(QObject):
 
     event = Signal(object)
     finished = Signal(object)
-    failed = Signal(str)
+    failed = Signal(object)  # the exception
     cancelled = Signal()
 
 
@@ -73,10 +76,10 @@ class _Runnable(QRunnable):
     def _report_failure(self, e: Exception) -> None:
         if isinstance(e, SpecPrefillError):
             log.warning("%s failed: %s", self._name, e)
-            self._relay.failed.emit(str(e) or type(e).__name__)
         else:  # a bug or a runtime fault: the log gets the traceback, the user one line
             log.error("%s crashed", self._name, exc_info=e)
-            self._relay.failed.emit(f"Unexpected error in {self._name}: {type(e).__name__}: {e}")
+        # Without its traceback the exception no longer holds the job's frames (documents, models) alive.
+        self._relay.failed.emit(e.with_traceback(None))
 
     def _drain(self, events: Iterator) -> object:
         """Forward every item; stop at once when cancelled, even if the generator would go on."""
@@ -100,7 +103,7 @@ class Worker(QObject):
 
     event = Signal(object)
     finished = Signal(object)
-    failed = Signal(str)
+    failed = Signal(object)  # the exception the job raised: a SpecPrefillError, or a bug's
     cancelled = Signal()
     ended = Signal()
 
@@ -145,9 +148,9 @@ class Worker(QObject):
             return
         self._end(self.finished, result)
 
-    @Slot(str)
-    def _on_failed(self, message: str) -> None:
-        self._end(self.failed, message)
+    @Slot(object)
+    def _on_failed(self, error: Exception) -> None:
+        self._end(self.failed, error)
 
     @Slot()
     def _on_cancelled(self) -> None:

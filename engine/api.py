@@ -14,16 +14,17 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsError, EngineBusyError, IngestError,
                                 InsufficientMemoryError, ModelError, NotCalibratedError, PasswordError,
                                 PositionsUnsupportedError, RuntimeFailure, SettingsError, SpecPrefillError)
-from engine.core.formatting import format_duration
+from engine.core.formatting import (MISSING, format_accuracy, format_bytes, format_count, format_duration,
+                                    format_percent, format_percent_short, format_rate, format_ratio, format_seconds)
 from engine.core.events import (CompareResult, EngineEvent, Notice, Progress, RunFinished, RunName, RunResult,
                                 Selection, SelectionMade, Stage, StageChanged, TokenGenerated)
 from engine.core.settings import (DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, describe, option_of,
-                                  options, validate)
-from engine.eval.ab import (DEFAULT_KEEPS, AbError, AbFinished, AbProgress, AbRunDone, parse_keeps, run_label,
-                            run_record, run_suite)
+                                  options, validate, value_type)
+from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbFinished, AbProgress, AbRunDone, parse_keeps,
+                            run_label, run_record, run_suite)
 from engine.eval.metrics import answer_agreement
-from engine.eval.report import MISSING, fmt_fraction, fmt_ratio, fmt_seconds, quality_plot_png, render_html, \
-    ttft_plot_png, write_csv
+from engine.eval.report import quality_plot_png, render_html, ttft_plot_png, write_csv
+from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary
 from engine.eval.suite import DEFAULT_KIND, Case, SuiteError, load_suite, parse_suite
 from engine.ingest import load_document
 from engine.ingest.document import Document
@@ -40,10 +41,13 @@ __all__ = [
     "InsufficientMemoryError", "MISSING", "ModelError", "ModelSettings", "NEVER", "NotCalibratedError", "Notice",
     "Option", "PasswordError", "PositionsUnsupportedError", "Progress", "RunFinished", "RunName", "RunResult",
     "RunSettings", "RuntimeFailure", "Selection", "SelectionMade", "SettingsError", "SpecPrefillError", "Stage",
-    "StageChanged", "SuiteError", "TokenGenerated", "answer_agreement", "describe", "fmt_fraction", "fmt_ratio",
-    "fmt_seconds", "format_duration", "load_document", "load_engine", "load_suite", "option_of", "options", "parse_keeps",
+    "StageChanged", "SuiteError", "TokenGenerated", "answer_agreement", "describe", "format_duration",
+    "load_document", "load_engine", "load_suite", "option_of", "options", "parse_keeps",
     "parse_suite", "prepare_models", "quality_plot_png", "render_html", "run_label", "run_record", "run_suite",
-    "ttft_plot_png", "validate", "write_bytes_atomic", "write_csv", "write_text_atomic",
+    "ttft_plot_png", "validate", "value_type", "write_bytes_atomic", "write_csv", "write_text_atomic",
+    "AbCaseDone", "AbReport", "CaseRecord", "GroupSummary", "RunRecord", "RunSummary", "Summary", "format_accuracy",
+    "format_bytes", "format_count", "format_percent", "format_percent_short", "format_rate", "format_ratio",
+    "format_seconds",
 ]
 
 

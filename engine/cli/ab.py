@@ -1,37 +1,54 @@
 """`specprefill ab`: run an A/B suite (baseline vs SpecPrefill at several keep values).
 
     specprefill ab --suite FILE.jsonl [--keep 0.1,0.2,0.3] [--positions auto] [--json]
-                   [--report OUT.html] [--csv OUT.csv]
+                   [--report OUT.html] [--csv OUT.csv] [--resume]
 
 Stdout is one JSON object with --json, a summary table otherwise; progress goes to stderr.
-The models load once for the whole suite. Report files are written atomically, so an
-interrupted run leaves the previous report intact.
+The models load once for the whole suite. Every output folder is tried for writing before
+they load. Each case is written to a journal as it finishes (beside the report, else in
+the cache), so --resume continues an interrupted suite; a case that fails is reported as
+such and the suite goes on. Report files are written atomically, so an interrupted run
+leaves the previous report intact.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, path_arg, run_settings_from
 from engine.core.cancel import CancelToken
-from engine.core.formatting import format_duration
-from engine.eval.ab import DEFAULT_KEEPS, AbError, AbProgress, AbRunDone, parse_keeps, run_suite_report
-from engine.eval.report import MISSING, count, fmt_fraction, fmt_ratio, fmt_seconds, write_csv, write_html
-from engine.eval.suite import load_suite
+from engine.core.formatting import (MISSING, format_accuracy, format_count, format_duration, format_percent,
+                                    format_ratio, format_seconds)
+from engine.core.settings import RunSettings
+from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbEvent, AbFinished, AbProgress, AbRunDone,
+                            parse_keeps, run_suite, settings_record)
+from engine.eval.journal import JournalHeader, append_case, default_journal_path, read_journal, start_journal
+from engine.eval.report import write_csv, write_html
+from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunSummary, run_label
+from engine.eval.suite import Case, load_suite
+
+JOURNAL_HELP = ("Each case is written, as it finishes, to a journal: OUT.journal.jsonl beside --report "
+                "(else --csv), or without either in the cache folder's ab-journals/.")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("ab", help="A/B suite: baseline vs SpecPrefill at several keep values")
+    p = subparsers.add_parser("ab", help="A/B suite: baseline vs SpecPrefill at several keep values",
+                              epilog=JOURNAL_HELP)
     p.add_argument("--suite", type=path_arg, required=True, help="JSONL file, one case per line")
     p.add_argument("--keep", default=DEFAULT_KEEPS,
                    help=f"comma-separated fractions of chunks to keep, each in (0, 1] (default {DEFAULT_KEEPS})")
     p.add_argument("--json", action="store_true", help="print one JSON object {summary, cases, environment}")
     p.add_argument("--report", type=path_arg, metavar="OUT.html", help="write a self-contained HTML report")
     p.add_argument("--csv", type=path_arg, metavar="OUT.csv", help="write one CSV row per case and run")
+    p.add_argument("--resume", action="store_true",
+                   help="skip the cases the journal already holds (a failed case runs again); refused when "
+                        "the journal was made with another suite, other keeps or other settings. " + JOURNAL_HELP)
     add_run_options(p, skip=("keep",))
     add_model_options(p)
     p.set_defaults(command=command)
@@ -42,49 +59,92 @@ def command(args, cancel: CancelToken) -> int:
     # Everything that can be checked without the models is checked before loading them.
     keeps = parse_keeps(args.keep)
     cases = load_suite(args.suite)
+    settings = run_settings_from(args, keep=float(keeps[0]))  # each SpecPrefill run sets its own keep
     for out in (args.report, args.csv):
         if out is not None:
             require_writable_folder(out)
-    settings = run_settings_from(args, keep=float(keeps[0]))  # each SpecPrefill run sets its own keep
+    journal = default_journal_path(args.suite, args.report or args.csv)
+    header = JournalHeader.of(args.suite, keeps, settings_record(settings))
+    finished = _prepare_journal(journal, header, args.resume)
 
     engine = load_engine(args, cancel, quiet=args.json)
     try:
-        report = run_suite_report(engine, cases, keeps, settings, cancel, print_progress,
-                                  password=args.password).to_json()
+        start_journal(journal, header, finished.values())  # only now: a failed load leaves the old journal alone
+        report = _run_journaled(engine, cases, keeps, settings, cancel, journal, finished, args.password)
     finally:
         engine.close()
     _write_files(report, args.report, args.csv)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.to_json(), indent=2))
     else:
-        print(format_summary(report["summary"]))
+        print(format_summary(report))
     return 0
 
 
 def require_writable_folder(path: Path) -> None:
-    """Fail before an hour of runs, not after, when an output file cannot be created."""
+    """Fail before an hour of runs, not after: create and delete a file where `path` will be written."""
     if path.is_dir():
         raise AbError(f"cannot write {path}: it is a folder")
     if not path.parent.is_dir():
         raise AbError(f"cannot write {path}: folder {path.parent} does not exist")
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".specprefill-write-test-")
+    except OSError as e:
+        raise AbError(f"cannot write {path}: {e.strerror or e}") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
-def print_progress(event: AbProgress | AbRunDone) -> None:
+def _prepare_journal(path: Path, header: JournalHeader, resume: bool) -> dict[str, CaseRecord]:
+    """Check the journal can be written; when resuming, read the finished cases to skip."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # the cache's journal folder, the first time
+    except OSError as e:
+        raise AbError(f"cannot create {path.parent}: {e.strerror or e}") from None
+    require_writable_folder(path)
+    if not resume:
+        _say(f"[ab] finished cases go to {path} as they complete (--resume continues from there)")
+        return {}
+    if not path.exists():
+        _say(f"[ab] nothing to resume: no journal at {path}; starting from the first case")
+        return {}
+    finished = read_journal(path, header)
+    _say(f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')} will not run again")
+    return finished
+
+
+def _run_journaled(engine, cases: list[Case], keeps: list[str], settings: RunSettings, cancel: CancelToken,
+                   journal: Path, finished: dict[str, CaseRecord], password: str | None) -> AbReport:
+    for event in run_suite(engine, cases, keeps, settings, cancel, password=password, finished=finished):
+        if isinstance(event, AbFinished):
+            return event.report
+        if isinstance(event, AbCaseDone):
+            append_case(journal, event.record)
+        print_progress(event)
+    raise AbError("the suite ended without a report")  # unreachable: run_suite always finishes with one
+
+
+def print_progress(event: AbEvent) -> None:
     if isinstance(event, AbProgress):
-        line = progress_line(event)
-    else:
+        _say(progress_line(event))
+    elif isinstance(event, AbRunDone):
         bypassed = " (bypassed)" if event.result.bypassed else ""
-        line = f"[ab]   {event.label}: TTFT {event.result.ttft_s:.2f} s{bypassed}"
+        _say(f"[ab]   {event.label}: TTFT {format_seconds(event.result.ttft_s)}{bypassed}")
+    elif isinstance(event, AbCaseDone) and event.failure:
+        _say(f"[ab] failed, the suite goes on: {event.failure}")
+
+
+def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _write_files(report: dict, html_path: Path | None, csv_path: Path | None) -> None:
+def _write_files(report: AbReport, html_path: Path | None, csv_path: Path | None) -> None:
     if html_path is not None:
         write_html(report, html_path)
-        print(f"[ab] wrote {html_path}", file=sys.stderr)
+        _say(f"[ab] wrote {html_path}")
     if csv_path is not None:
         write_csv(report, csv_path)
-        print(f"[ab] wrote {csv_path}", file=sys.stderr)
+        _say(f"[ab] wrote {csv_path}")
 
 
 # -- text output ---------------------------------------------------------------------
@@ -97,37 +157,33 @@ def progress_line(p: AbProgress) -> str:
 TABLE_HEAD = ("run", "accuracy", "agreement", "mean TTFT", "speed-up", "kept", "bypassed")
 
 
-def format_summary(summary: dict) -> str:
-    """The overall table, then accuracy (or agreement) per kind."""
-    rows = [_summary_cells("baseline", summary["baseline"])]
-    rows += [_summary_cells(f"keep {keep}", s) for keep, s in summary["spec"].items()]
-    lines = [count(summary["n_cases"], "case"), *_align([TABLE_HEAD, *rows])]
+def format_summary(report: AbReport) -> str:
+    """The overall table, then accuracy (or agreement) per kind, then the cases that failed."""
+    summary = report.summary
+    rows = [_summary_cells(run_label(keep), s) for keep, s in summary.overall.runs()]
+    lines = [format_count(summary.overall.n_cases, "case"), *_align([TABLE_HEAD, *rows])]
     lines += ["", "by kind (accuracy; agreement for kinds without answers):"]
-    lines += _align([("kind", "cases", "baseline", *(f"keep {k}" for k in summary["keeps"])),
-                     *(_kind_cells(kind, k) for kind, k in sorted(summary["by_kind"].items()))])
+    lines += _align([("kind", "cases", *(run_label(keep) for keep in [None, *summary.keeps])),
+                     *(_kind_cells(kind, group) for kind, group in sorted(summary.by_kind.items()))])
+    if report.failed_cases:
+        lines += ["", f"failed, left out of the figures above ({len(report.failed_cases)}):"]
+        lines += [f"  {case.id}: {case.error}" for case in report.failed_cases]
     return "\n".join(lines)
 
 
-def _summary_cells(label: str, s: dict) -> tuple[str, ...]:
-    return (label, _accuracy_text(s), fmt_fraction(s.get("agreement")), fmt_seconds(s.get("mean_ttft_s")),
-            fmt_ratio(s.get("speedup")), fmt_fraction(s.get("mean_kept_fraction")),
-            str(s["n_bypassed"]) if "n_bypassed" in s else MISSING)
+def _summary_cells(label: str, s: RunSummary) -> tuple[str, ...]:
+    return (label, format_accuracy(s.accuracy, s.n_scored), format_percent(s.agreement),
+            format_seconds(s.mean_ttft_s), format_ratio(s.speedup), format_percent(s.mean_kept_fraction),
+            MISSING if s.n_bypassed is None else str(s.n_bypassed))
 
 
-def _accuracy_text(s: dict) -> str:
-    if s.get("accuracy") is None:
-        return MISSING
-    n = s["n_scored"]
-    return f"{s['accuracy']:.1%} ({round(s['accuracy'] * n)}/{n})"
+def _kind_cells(kind: str, group: GroupSummary) -> tuple[str, ...]:
+    def quality(s: RunSummary) -> str:
+        if s.accuracy is not None:
+            return format_percent(s.accuracy)
+        return MISSING if s.agreement is None else f"agr {format_percent(s.agreement)}"
 
-
-def _kind_cells(kind: str, k: dict) -> tuple[str, ...]:
-    def quality(s: dict) -> str:
-        if s.get("accuracy") is not None:
-            return fmt_fraction(s["accuracy"])
-        return MISSING if s.get("agreement") is None else f"agr {fmt_fraction(s['agreement'])}"
-
-    return (kind, str(k["n_cases"]), quality(k["baseline"]), *(quality(s) for s in k["spec"].values()))
+    return (kind, str(group.n_cases), *(quality(s) for _, s in group.runs()))
 
 
 def _align(rows: list[tuple[str, ...]]) -> list[str]:

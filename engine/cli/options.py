@@ -8,13 +8,11 @@ stderr with exit code 2 before any model loads.
 from __future__ import annotations
 
 import argparse
-import types
-import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from engine.core.errors import SettingsError
-from engine.core.settings import ModelSettings, Option, RunSettings, describe, options
+from engine.core.settings import ModelSettings, Option, RunSettings, describe, options, value_type
 
 EXIT_USAGE = 2
 
@@ -33,16 +31,6 @@ def flag_of(name: str, option: Option) -> str:
 def dest_of(name: str, option: Option) -> str:
     """The attribute argparse stores the flag in: --threads -> args.threads."""
     return flag_of(name, option).lstrip("-").replace("-", "_")
-
-
-def _base_type(cls: type, name: str) -> type:
-    """The field's value type with None and Literal unwrapped: int, float, str, bool or Path."""
-    hint = typing.get_type_hints(cls)[name]
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-    if typing.get_origin(hint) is Literal:
-        return str
-    return hint
 
 
 def _converter(base: type, name: str, option: Option):
@@ -76,7 +64,7 @@ def add_settings_options(parser: argparse.ArgumentParser | argparse._ArgumentGro
     for name, option, default in options(cls):
         if option.flag == "" or name in skip or (only is not None and name not in only):
             continue
-        base = _base_type(cls, name)
+        base = value_type(cls, name)
         flag = flag_of(name, option)
         if base is bool:
             parser.add_argument(flag, dest=dest_of(name, option), action="store_true", help=option.help)

@@ -51,3 +51,7 @@ class RuntimeFailure(SpecPrefillError):
 
 class Cancelled(Exception):
     """The user cancelled the run. Not an error: nothing is reported as failed."""
+
+
+class CacheError(SpecPrefillError):
+    """The cache folder cannot be written (read-only or full), so a model cannot be made there."""

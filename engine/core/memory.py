@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import psutil
 
 from engine.core.errors import InsufficientMemoryError
+from engine.core.formatting import format_bytes
 
 
 @dataclass(frozen=True)
@@ -38,14 +39,6 @@ class MemoryNeed:
 
     def breakdown(self) -> str:
         return " + ".join(f"{label} {format_bytes(n)}" for label, n in self.parts)
-
-
-def format_bytes(n: int) -> str:
-    if n >= 1 << 30:
-        return f"{n / (1 << 30):.1f} GiB"
-    if n >= 1 << 20:
-        return f"{n / (1 << 20):.0f} MiB"
-    return f"{max(n, 0) / 1024:.0f} KiB"
 
 
 def available_bytes(device: str) -> int:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from functools import cache
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from engine.core.errors import SettingsError
 
@@ -20,7 +22,7 @@ RunMode = Literal["baseline", "spec", "both"]
 Device = Literal["auto", "cuda", "cpu"]
 DraftQuant = Literal["none", "int8"]
 
-RUN_MODES: tuple[str, ...] = ("baseline", "spec", "both")
+RUN_MODES: tuple[str, ...] = get_args(RunMode)
 DEFAULT_MIN_TOKENS = 4096  # below about 4K tokens the draft costs more than it saves
 DRAFT_PREFILL_CHUNK = 1024  # tokens per draft prefill step: bounds memory, lets Cancel in between
 DRAFT_WINDOW_SINKS = 64  # first prompt tokens every query sees when the draft's prefill is windowed
@@ -38,10 +40,14 @@ class Option:
     above_minimum: bool = False  # the minimum itself is not allowed (keep > 0)
     odd: bool = False
     choices: tuple[str, ...] = ()
+    choice_labels: tuple[tuple[str, str], ...] = ()  # (choice, how the app shows it), where it differs
     flag: str | None = None  # the CLI flag; None: derived from the field name; "": not on the CLI
     none_means: str = ""  # what None stands for, where None is allowed
     zero_means: str = ""  # what 0 stands for, where 0 is special
     what: str = ""  # the setting's name in messages; "": the field name in words
+
+    def label_for(self, choice: str) -> str:
+        return dict(self.choice_labels).get(choice, choice)
 
     def check(self, name: str, value: Any) -> None:
         """Raise SettingsError when `value` is outside this option's range or choices."""
@@ -78,6 +84,15 @@ def setting(default: Any, **option: Any) -> Any:
     return field(default=default, metadata={"option": Option(**option)})
 
 
+@cache
+def value_type(cls: type, name: str) -> type:
+    """A settings field's value type with None and Literal unwrapped: int, float, str, bool or Path."""
+    hint = get_type_hints(cls)[name]
+    if get_origin(hint) in (Union, UnionType):
+        hint = next(arg for arg in get_args(hint) if arg is not type(None))
+    return str if get_origin(hint) is Literal else hint
+
+
 def option_of(cls: type, name: str) -> Option:
     return next(f.metadata["option"] for f in fields(cls) if f.name == name)
 
@@ -110,10 +125,12 @@ class ModelSettings:
         None, flag="--draft", none_means="the default draft",
         help="draft GGUF or transformers model folder (default: Qwen2.5-Coder-0.5B-Instruct Q4_K_M)",
         label="Draft model")
-    device: Device = setting("auto", choices=("auto", "cuda", "cpu"), label="Device",
+    device: Device = setting("auto", choices=get_args(Device), label="Device",
+                             choice_labels=(("auto", "Auto"), ("cuda", "CUDA"), ("cpu", "CPU")),
                              help="where the draft runs (auto: CUDA when torch sees one)")
     draft_quant: DraftQuant = setting(
-        "int8", choices=("int8", "none"), label="Draft precision",
+        "int8", choices=get_args(DraftQuant), label="Draft precision",
+        choice_labels=(("int8", "int8 (dynamic quantization, faster on CPU)"), ("none", "fp32")),
         help="int8 (default): dynamic int8 draft Linear layers on CPU, ~2x faster scoring; none: fp32")
     n_threads: int | None = setting(None, flag="--threads", what="threads", minimum=1, maximum=1024, label="Threads",
                                     none_means="the physical cores", help="CPU threads (default: physical cores)")
@@ -139,7 +156,7 @@ class RunSettings:
     keep: float = setting(0.2, minimum=0.0, maximum=1.0, above_minimum=True,
                           help="fraction of the prompt's chunks SpecPrefill keeps")
     positions: PositionMode = setting(
-        "auto", choices=("auto", "restore", "renumber"),
+        "auto", choices=get_args(PositionMode),
         help="where kept tokens go: restore their original positions, renumber them 0..n, "
              "or auto (restore when the runtime supports it)")
     min_tokens: int | None = setting(

@@ -2,26 +2,38 @@
 
 Dequantizing the 0.5B GGUF takes about a minute on 2 cores; the safetensors copy in the
 cache dir loads in seconds. The cache key is the GGUF's identity (size, mtime, path),
-and the copy is written to a temp dir and renamed, so a crash never leaves half a model.
+and the copy is written to a partial dir and renamed, so a crash never leaves half a model.
+One process makes the copy at a time (a lock per GGUF path); another one waits, then loads
+what the first made. The lock holder removes partial dirs a killed save left, and a new copy
+replaces the ones made from earlier versions of the same GGUF path.
 """
 
 from __future__ import annotations
 
 import gc
+import glob
 import hashlib
 import logging
 import os
+import re
 import shutil
 import tempfile
+import warnings
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
+from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import ModelError
+from engine.core.locks import artefact_lock, cache_writes, remove_partials
 from engine.core.paths import draft_cache_dir
 
 log = logging.getLogger(__name__)
+
+SOURCE_FILE = "specprefill-source.txt"  # in each cache dir: the GGUF path it was made from
 
 
 @dataclass(frozen=True)
@@ -41,7 +53,7 @@ def pick_device(preference: str = "auto") -> DraftDevice:
 
 
 def _quiet_transformers() -> None:
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # lazy: transformers is heavy
 
     hf_logging.disable_progress_bar()  # the GUI and the CLI show their own progress
     hf_logging.set_verbosity_error()
@@ -53,16 +65,26 @@ def _gguf_cache_key(path: Path) -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
+def _path_tag(gguf_path: Path) -> str:
+    """Names what belongs to one GGUF path whatever its version: its lock and its partial dirs."""
+    return f"{gguf_path.stem}-{hashlib.sha256(str(gguf_path.resolve()).encode()).hexdigest()[:16]}"
+
+
+def _partial_prefix(gguf_path: Path) -> str:
+    return f".partial-{_path_tag(gguf_path)}-"
+
+
 def dequantized_dir(gguf_path: Path) -> Path:
     return draft_cache_dir() / f"{gguf_path.stem}-{_gguf_cache_key(gguf_path)}"
 
 
-def _dequantize_to_cache(gguf_path: Path) -> Path:
-    from transformers import AutoModelForCausalLM
+def _is_complete(cache: Path) -> bool:
+    return (cache / "config.json").is_file()  # the rename is atomic: a dir with a config is whole
 
-    out = dequantized_dir(gguf_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log.info("dequantizing %s into %s (first load only)", gguf_path.name, out)
+
+def _load_gguf_dequantized(gguf_path: Path):
+    from transformers import AutoModelForCausalLM  # lazy: transformers is heavy
+
     try:
         model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
                                                      dtype=torch.float32)
@@ -73,27 +95,62 @@ def _dequantize_to_cache(gguf_path: Path) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=out.parent))
+    return model
+
+
+def _save(model, folder: Path) -> None:
     try:
-        model.save_pretrained(tmp)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+        model.save_pretrained(folder)
+    except SafetensorError as exc:  # safetensors reports a full disk as its own error: "... (os error 28)"
+        code = re.search(r"os error (\d+)", str(exc))
+        raise OSError(int(code[1]) if code else None, str(exc)) from exc
 
 
-def ensure_dequantized(gguf_path: Path) -> Path:
+def _dequantize_to_cache(gguf_path: Path, out: Path) -> None:
+    log.info("dequantizing %s into %s (first load only)", gguf_path.name, out)
+    model = _load_gguf_dequantized(gguf_path)
+    with cache_writes(out.parent):
+        tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(gguf_path), dir=out.parent))
+        try:
+            _save(model, tmp)
+            (tmp / SOURCE_FILE).write_text(str(gguf_path.resolve()))
+            os.replace(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _made_from(cache: Path) -> str | None:
+    with suppress(OSError):
+        return (cache / SOURCE_FILE).read_text()
+    return None
+
+
+def _prune_superseded(gguf_path: Path, keep: Path) -> None:
+    """Remove the copies made from earlier versions of this GGUF path (each is as big as the model)."""
+    source = str(gguf_path.resolve())
+    for cache in keep.parent.glob(glob.escape(gguf_path.stem) + "-*"):
+        if cache != keep and cache.is_dir() and _made_from(cache) == source:
+            log.info("removing %s, made from an earlier version of %s", cache, gguf_path.name)
+            shutil.rmtree(cache, ignore_errors=True)
+
+
+def ensure_dequantized(gguf_path: Path, cancel: CancelToken = NEVER) -> Path:
     """The safetensors copy of a GGUF draft, made now if missing (setup calls this once)."""
-    source = dequantized_dir(gguf_path)
-    if (source / "config.json").is_file():
-        return source
+    out = dequantized_dir(gguf_path)
+    if _is_complete(out):
+        return out
     _quiet_transformers()
-    return _dequantize_to_cache(gguf_path)
+    with artefact_lock(out.parent / _path_tag(gguf_path), cancel):
+        remove_partials(out.parent, _partial_prefix(gguf_path))
+        if not _is_complete(out):  # else another instance made it while this one waited
+            _dequantize_to_cache(gguf_path, out)
+            _prune_superseded(gguf_path, out)
+    return out
 
 
 def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str, quant: str = "none"):
     """A transformers causal LM from a GGUF file (via the dequantized cache) or a model directory."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: transformers is heavy
 
     _quiet_transformers()
     path = Path(path)
@@ -125,8 +182,6 @@ def _materialize(model):
 
 def quantize_int8(model):
     """Dynamic int8 Linear layers (fbgemm on AVX2): about 2x faster draft scoring on CPU."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao's deprecation notices are not for our users
         return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)

@@ -24,7 +24,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.draft.selection import step_importance
-from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS
+from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS, RunSettings
 from engine.core.steps import Steps, run_to_end
 
 ATTN_IMPL = "specprefill"
@@ -116,11 +116,11 @@ class DraftScorer:
         self.window_sinks = window_sinks  # first tokens every query sees when the prefill is windowed
         self.device = next(model.parameters()).device
 
-    def score(self, tokens: list[int], lookahead: int = 8, kernel: int = 13,
+    def score(self, tokens: list[int], lookahead: int = RunSettings.lookahead, kernel: int = RunSettings.kernel,
               cancel: CancelToken = NEVER, window: int = 0) -> ScoreResult:
         return run_to_end(self.iter_score(tokens, lookahead, kernel, cancel, window))
 
-    def iter_score(self, tokens: list[int], lookahead: int = 8, kernel: int = 13,
+    def iter_score(self, tokens: list[int], lookahead: int = RunSettings.lookahead, kernel: int = RunSettings.kernel,
                    cancel: CancelToken = NEVER, window: int = 0) -> Steps[ScoreResult]:
         """Yields (tokens prefilled, total) after each prefill chunk; returns the scores.
 
@@ -129,6 +129,8 @@ class DraftScorer:
         """
         if len(tokens) < 2:
             raise ValueError("need at least two prompt tokens to score")
+        if lookahead < 1:  # zero steps would average nothing: every score NaN
+            raise ValueError(f"lookahead must be at least 1, got {lookahead}")
         with self._cancellable(cancel), torch.inference_mode():
             cache = DynamicCache(config=self.model.config)
             body = tokens[:-1]

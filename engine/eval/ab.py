@@ -1,44 +1,48 @@
 """A/B evaluation: each suite case runs the baseline once, then SpecPrefill at each keep value.
 
     for event in run_suite(engine, cases, ["0.1", "0.2"], settings, cancel):
-        ...  # AbProgress before each run, AbRunDone after it, AbFinished(report) last
+        ...  # AbProgress before each run, AbRunDone after it, AbCaseDone after each case, AbFinished last
 
-Keep values stay the strings the user typed: they are the keys of the report. The report
-is plain JSON-ready data (summary, cases, environment), so report.py and the GUI can read
-a saved one as easily as a fresh one.
+Keep values stay the strings the user typed: they are the keys of the report. A case that
+fails (its document cannot be read, its prompt does not fit...) becomes a case record with
+its error, and the suite goes on. The report is typed (engine.eval.results), with the JSON
+reports have always had, so report.py and the GUI read a saved one as easily as a fresh one.
 """
 
 from __future__ import annotations
 
-import math
+import logging
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.models import defaults as models
 from engine.core.cancel import NEVER, CancelToken
-from engine.core.errors import SpecPrefillError
+from engine.core.errors import SettingsError, SpecPrefillError
 from engine.core.events import RunFinished, RunResult
-from engine.ingest import Document, load_document
+from engine.core.settings import RunSettings, describe, option_of
 from engine.eval.metrics import answer_agreement, is_correct
-from engine.core.settings import RunSettings
+from engine.eval.results import AbReport, CaseRecord, Environment, ModelEntry, RunRecord, Versions, run_label
 from engine.eval.suite import Case
+from engine.eval.summary import summarize
+from engine.ingest import Document, load_document
+from engine.models import defaults as models
 
 if TYPE_CHECKING:
     from engine.pipeline import Engine
 
-BASELINE = "baseline"
+log = logging.getLogger(__name__)
+
 DEFAULT_KEEPS = "0.1,0.2,0.3"
 
 
 class AbError(SpecPrefillError):
-    """A bad keep list, or a case that could not run (its id and line are in the message)."""
+    """A bad keep list, a journal that does not match the suite, or an output that cannot be written."""
 
 
 # -- events --------------------------------------------------------------------
@@ -51,7 +55,7 @@ class AbProgress:
     case_id: str
     label: str  # "baseline" or "keep 0.2"
     runs_done: int
-    runs_total: int
+    runs_total: int  # the runs still to do when the suite started, less those of failed cases
     elapsed_s: float
     eta_s: float | None  # None until one run has finished
 
@@ -68,13 +72,18 @@ class AbRunDone:
 
 
 @dataclass(frozen=True)
-class AbReport:
-    summary: dict
-    cases: list[dict]
-    environment: dict
+class AbCaseDone:
+    """Sent after each case, finished or failed: its record, ready for the journal."""
 
-    def to_json(self) -> dict:
-        return {"summary": self.summary, "cases": self.cases, "environment": self.environment}
+    record: CaseRecord
+    line: int  # the case's line in the suite file
+
+    @property
+    def failure(self) -> str | None:
+        """Why the case failed, naming it and its line; None when it finished."""
+        if not self.record.failed:
+            return None
+        return f"case {self.record.id!r} (suite line {self.line}): {self.record.error}"
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,7 @@ class AbFinished:
     report: AbReport
 
 
-AbEvent = AbProgress | AbRunDone | AbFinished
+AbEvent = AbProgress | AbRunDone | AbCaseDone | AbFinished
 
 
 # -- keep list -------------------------------------------------------------------
@@ -103,57 +112,105 @@ def validate_keeps(keeps: list[str]) -> list[str]:
 
 
 def _check_keep(keep: str) -> None:
+    """The settings schema's keep range, on the value as typed (so "2" reads "got 2", not "got 2.0")."""
     try:
-        value = float(keep)
+        value = _number(keep)
     except ValueError:
         raise AbError(f"keep must be a number in (0, 1], got {keep!r}") from None
-    if not (math.isfinite(value) and 0.0 < value <= 1.0):
-        raise AbError(f"keep must be in (0, 1], got {keep}")
+    option = option_of(RunSettings, "keep")
+    try:
+        option.check(describe("keep", option), value)
+    except SettingsError as e:
+        raise AbError(str(e)) from None
 
 
-def run_label(keep: str | None) -> str:
-    return BASELINE if keep is None else f"keep {keep}"
+def _number(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 # -- running -----------------------------------------------------------------------
 def run_suite(engine: Engine, cases: list[Case], keeps: list[str], settings: RunSettings,
               cancel: CancelToken = NEVER, *, password: str | None = None,
-              clock: Callable[[], float] = time.monotonic) -> Iterator[AbEvent]:
+              clock: Callable[[], float] = time.monotonic,
+              finished: Mapping[str, CaseRecord] | None = None) -> Iterator[AbEvent]:
     """Run every case (baseline, then each keep) and finish with the report.
 
     `settings` applies to every run except its `keep`, which each SpecPrefill run replaces:
     the caller decides force/min_tokens, and bypassed runs are recorded as such.
+    `finished` holds records of cases already run (a resumed suite): those cases are not run again.
     """
     validate_keeps(keeps)
-    documents: dict[Path, Document] = {}
-    tracker = _ProgressTracker(len(cases), len(cases) * (1 + len(keeps)), clock)
-    records: list[dict] = []
-    spec_results: list[RunResult] = []
+    finished = finished or {}
+    done = {case.id: finished[case.id] for case in cases if is_record_of(finished.get(case.id), case)}
+    runner = _CaseRunner(engine, keeps, settings, cancel, password)
+    tracker = _ProgressTracker(len(cases), (len(cases) - len(done)) * (1 + len(keeps)), clock)
+    records: list[CaseRecord] = []
     for number, case in enumerate(cases, start=1):
-        document = _cached_document(documents, case, password, cancel)
-        results: dict = {}
-        for keep in [None, *keeps]:
-            yield tracker.before_run(number, case.id, run_label(keep))
-            results[keep] = _run_case(engine, document, case, keep, settings, cancel)
-            tracker.run_finished()
-            yield AbRunDone(case.id, run_label(keep), results[keep])
-        baseline = results.pop(None)
-        spec_results.extend(results.values())
-        records.append(case_record(case, baseline, results))
-    yield AbFinished(AbReport(summary=summarize(records, keeps), cases=records,
-                              environment=describe_environment(engine, settings, spec_results)))
+        if case.id in done:
+            records.append(done[case.id])
+            continue
+        record = yield from runner.run(case, number, tracker)
+        records.append(record)
+        yield AbCaseDone(record, case.line)
+    yield AbFinished(build_report(records, keeps, describe_environment(engine, settings, records)))
 
 
 def run_suite_report(engine: Engine, cases: list[Case], keeps: list[str], settings: RunSettings,
                      cancel: CancelToken = NEVER, on_progress: Callable[[AbProgress | AbRunDone], None] | None = None,
                      *, password: str | None = None) -> AbReport:
-    """run_suite for callers that only want the report; `on_progress` sees every event before it."""
+    """run_suite for callers that only want the report; `on_progress` sees each run's progress and result."""
     for event in run_suite(engine, cases, keeps, settings, cancel, password=password):
         if isinstance(event, AbFinished):
             return event.report
-        if on_progress:
+        if on_progress and isinstance(event, (AbProgress, AbRunDone)):
             on_progress(event)
     raise AbError("the suite ended without a report")  # unreachable: run_suite always finishes with one
+
+
+def build_report(records: list[CaseRecord], keeps: list[str], environment: Environment) -> AbReport:
+    return AbReport(summary=summarize(records, keeps), cases=tuple(records), environment=environment)
+
+
+class _CaseRunner:
+    """Runs one case's baseline and keeps; an error becomes the case's record instead of ending the suite."""
+
+    def __init__(self, engine: Engine, keeps: list[str], settings: RunSettings, cancel: CancelToken,
+                 password: str | None):
+        self.engine, self.keeps, self.settings, self.cancel, self.password = engine, keeps, settings, cancel, password
+        self.documents: dict[Path, Document] = {}  # each document is read once, whatever the number of cases
+
+    def run(self, case: Case, number: int, tracker: _ProgressTracker) -> Iterator[AbEvent]:
+        """Yield the case's progress and runs; return its CaseRecord."""
+        results: dict[str | None, RunResult] = {}
+        try:
+            document = self._document(case)
+            for keep in [None, *self.keeps]:
+                yield tracker.before_run(number, case.id, run_label(keep))
+                results[keep] = self._run(document, case, keep)
+                tracker.run_finished()
+                yield AbRunDone(case.id, run_label(keep), results[keep])
+        except SpecPrefillError as e:
+            log.warning("A/B case %r (suite line %d) failed: %s", case.id, case.line, e)
+            tracker.runs_dropped(1 + len(self.keeps) - len(results))
+            return failed_case_record(case, results, str(e))
+        baseline = results.pop(None)
+        return case_record(case, baseline, results)
+
+    def _document(self, case: Case) -> Document:
+        if case.doc not in self.documents:
+            self.documents[case.doc] = load_document(case.doc, password=self.password, cancel=self.cancel)
+        return self.documents[case.doc]
+
+    def _run(self, document: Document, case: Case, keep: str | None) -> RunResult:
+        mode = "baseline" if keep is None else "spec"
+        run_settings = self.settings if keep is None else replace(self.settings, keep=float(keep))
+        for event in self.engine.stream(document, case.question, mode, run_settings, self.cancel):
+            if isinstance(event, RunFinished):
+                return event.result
+        raise AbError(f"the engine finished the {run_label(keep)} run without a result")
 
 
 class _ProgressTracker:
@@ -172,6 +229,10 @@ class _ProgressTracker:
     def run_finished(self) -> None:
         self.runs_done += 1
 
+    def runs_dropped(self, n: int) -> None:
+        """A case failed: its runs that will not happen leave the total."""
+        self.runs_total -= n
+
 
 def estimate_remaining(elapsed_s: float, runs_done: int, runs_total: int) -> float | None:
     """Seconds left at the mean time per finished run; None before the first finishes."""
@@ -180,145 +241,65 @@ def estimate_remaining(elapsed_s: float, runs_done: int, runs_total: int) -> flo
     return elapsed_s / runs_done * (runs_total - runs_done)
 
 
-def _cached_document(documents: dict[Path, Document], case: Case, password: str | None,
-                     cancel: CancelToken) -> Document:
-    if case.doc not in documents:
-        try:
-            documents[case.doc] = load_document(case.doc, password=password, cancel=cancel)
-        except SpecPrefillError as e:
-            raise _case_error(case, e) from e
-    return documents[case.doc]
-
-
-def _run_case(engine: Engine, document: Document, case: Case, keep: str | None, settings: RunSettings,
-              cancel: CancelToken) -> RunResult:
-    mode = "baseline" if keep is None else "spec"
-    run_settings = settings if keep is None else replace(settings, keep=float(keep))
-    try:
-        for event in engine.stream(document, case.question, mode, run_settings, cancel):
-            if isinstance(event, RunFinished):
-                return event.result
-    except SpecPrefillError as e:
-        raise _case_error(case, e) from e
-    raise AbError(f"case {case.id!r}: the engine finished the {run_label(keep)} run without a result")
-
-
-def _case_error(case: Case, error: SpecPrefillError) -> AbError:
-    return AbError(f"case {case.id!r} (suite line {case.line}): {error}")
-
-
 # -- per-case records ---------------------------------------------------------------
-def case_record(case: Case, baseline: RunResult, spec: dict[str, RunResult]) -> dict:
-    answers = list(case.answers) if case.answers is not None else None
-    return {
-        "id": case.id, "kind": case.kind, "question": case.question, "answers": answers,
-        "doc": str(case.doc), "prompt_tokens": baseline.prompt_tokens,
-        "baseline": run_record(baseline, case.answers),
-        "spec": {keep: run_record(result, case.answers, reference=baseline.answer)
-                 for keep, result in spec.items()},
-    }
+def case_record(case: Case, baseline: RunResult, spec: dict[str, RunResult]) -> CaseRecord:
+    return CaseRecord(
+        id=case.id, kind=case.kind, question=case.question, answers=case.answers, doc=str(case.doc),
+        prompt_tokens=baseline.prompt_tokens, baseline=run_record(baseline, case.answers),
+        spec={keep: run_record(result, case.answers, reference=baseline.answer) for keep, result in spec.items()})
 
 
-def run_record(result: RunResult, answers: Iterable[str] | None, reference: str | None = None) -> dict:
+def failed_case_record(case: Case, results: dict[str | None, RunResult], error: str) -> CaseRecord:
+    """A case that failed part-way: the runs that finished, and why the next one did not."""
+    baseline = results.get(None)
+    spec = {keep: result for keep, result in results.items() if keep is not None}
+    if baseline is None:
+        return CaseRecord(id=case.id, kind=case.kind, question=case.question, answers=case.answers,
+                          doc=str(case.doc), prompt_tokens=None, baseline=None, spec={}, error=error)
+    return replace(case_record(case, baseline, spec), error=error)
+
+
+def run_record(result: RunResult, answers: Iterable[str] | None, reference: str | None = None) -> RunRecord:
     """A run's timings and answer, scored against the expected answers and the baseline's answer."""
-    record = result.to_json()
-    record["correct"] = None if answers is None else is_correct(result.answer, list(answers))
-    if reference is not None:
-        record["agreement"] = answer_agreement(reference, result.answer)
-    return record
+    correct = None if answers is None else is_correct(result.answer, list(answers))
+    agreement = None if reference is None else answer_agreement(reference, result.answer)
+    return RunRecord(result, correct, agreement)
 
 
-# -- summary -------------------------------------------------------------------------
-TIMINGS = ("ttft_s", "tokenize_s", "target_prefill_s")
-SPEC_TIMINGS = (*TIMINGS, "draft_s", "select_s")
-
-
-def summarize(records: list[dict], keeps: list[str]) -> dict:
-    """Accuracy, agreement and mean timings, overall and per kind. Works on saved reports too."""
-    return {
-        "n_cases": len(records),
-        "keeps": list(keeps),
-        **_overall(records, keeps),
-        "by_kind": {kind: {"n_cases": len(group), **_overall(group, keeps)}
-                    for kind, group in _group_by_kind(records).items()},
-    }
-
-
-def _overall(records: list[dict], keeps: list[str]) -> dict:
-    baseline = _baseline_summary(records)
-    return {"baseline": baseline,
-            "spec": {keep: _spec_summary(records, keep, baseline["mean_ttft_s"]) for keep in keeps}}
-
-
-def _baseline_summary(records: list[dict]) -> dict:
-    runs = [r["baseline"] for r in records]
-    return {**_accuracy(runs), **_mean_timings(runs, TIMINGS)}
-
-
-def _spec_summary(records: list[dict], keep: str, baseline_ttft: float | None) -> dict:
-    runs = [r["spec"][keep] for r in records]
-    mean_ttft = mean([r["ttft_s"] for r in runs])
-    return {
-        **_accuracy(runs),
-        "agreement": mean([r["agreement"] for r in runs]),
-        **_mean_timings(runs, SPEC_TIMINGS),
-        "mean_kept_fraction": mean([r["kept_fraction"] for r in runs]),
-        "speedup": baseline_ttft / mean_ttft if baseline_ttft is not None and mean_ttft else None,
-        "n_bypassed": sum(1 for r in runs if r["bypassed"]),
-    }
-
-
-def _accuracy(runs: list[dict]) -> dict:
-    """Share of correct answers among runs whose case has expected answers; None when none has."""
-    scored = [r["correct"] for r in runs if r["correct"] is not None]
-    return {"accuracy": mean([1.0 if c else 0.0 for c in scored]), "n_scored": len(scored)}
-
-
-def _mean_timings(runs: list[dict], names: tuple[str, ...]) -> dict:
-    return {f"mean_{name}": mean([r[name] for r in runs]) for name in names}
-
-
-def _group_by_kind(records: list[dict]) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
-    for record in records:
-        groups.setdefault(record["kind"], []).append(record)
-    return groups
-
-
-def mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def is_record_of(record: CaseRecord | None, case: Case) -> bool:
+    """True when `record` finished `case` as the suite now states it (same question, document and answers)."""
+    return (record is not None and not record.failed and record.question == case.question
+            and record.doc == str(case.doc) and record.answers == case.answers and record.kind == case.kind)
 
 
 # -- environment -------------------------------------------------------------------------
-def describe_environment(engine: Engine, settings: RunSettings, spec_results: list[RunResult]) -> dict:
+def describe_environment(engine: Engine, settings: RunSettings, records: list[CaseRecord]) -> Environment:
     """What produced these numbers: models (with hashes when they are the defaults), runtime, settings."""
     info = engine.info
-    return {
-        "target": _model_entry(info.target_name, info.target_path, models.TARGET),
-        "draft": _model_entry(info.draft_name, info.draft_path, models.DRAFT),
-        "device": info.device,
-        "n_ctx": info.n_ctx,
-        "restore_supported": info.positions_supported,
-        "positions_requested": settings.positions,
-        "positions_used": _positions_used(spec_results),
-        "threads": _threads(info),
-        "versions": _versions(),
-        "platform": platform.platform(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "settings": {k: v for k, v in asdict(settings).items() if k != "keep"},
-    }
+    return Environment(
+        target=_model_entry(info.target_name, info.target_path, models.TARGET),
+        draft=_model_entry(info.draft_name, info.draft_path, models.DRAFT),
+        device=info.device, n_ctx=info.n_ctx, restore_supported=info.positions_supported,
+        positions_requested=settings.positions, positions_used=_positions_used(records), threads=_threads(info),
+        versions=_versions(), platform=platform.platform(),
+        date=datetime.now(timezone.utc).isoformat(timespec="seconds"), settings=settings_record(settings))
 
 
-def _model_entry(name: str, path: Path, default: models.ModelSpec) -> dict:
+def settings_record(settings: RunSettings) -> dict:
+    """The settings every run of a suite shares: all but keep, which each run sets."""
+    return {k: v for k, v in asdict(settings).items() if k != "keep"}
+
+
+def _model_entry(name: str, path: Path, default: models.ModelSpec) -> ModelEntry:
     # Engine.load verifies a default model's hash before use; a custom file is not re-hashed here.
     is_default = Path(path) == default.path
-    return {"name": name, "path": str(path), "default": is_default,
-            "sha256": default.sha256 if is_default else None}
+    return ModelEntry(name=name, path=str(path), default=is_default, sha256=default.sha256 if is_default else None)
 
 
-def _positions_used(spec_results: list[RunResult]) -> str | None:
+def _positions_used(records: list[CaseRecord]) -> str | None:
     """The mode the SpecPrefill runs placed tokens with; None when every run was bypassed."""
-    modes = sorted({r.positions for r in spec_results if not r.bypassed})
+    modes = sorted({run.result.positions for record in records for run in record.spec.values()
+                    if not run.result.bypassed})
     return "+".join(modes) if modes else None
 
 
@@ -331,10 +312,10 @@ def _threads(info) -> int | None:
     return torch.get_num_threads() if torch is not None else None
 
 
-def _versions() -> dict:
-    return {"python": platform.python_version(), "torch": _package_version("torch"),
-            "llama_cpp_python": _package_version("llama-cpp-python"),
-            "specprefill": _package_version("specprefill")}
+def _versions() -> Versions:
+    return Versions(python=platform.python_version(), torch=_package_version("torch"),
+                    llama_cpp_python=_package_version("llama-cpp-python"),
+                    specprefill=_package_version("specprefill"))
 
 
 def _package_version(name: str) -> str | None:

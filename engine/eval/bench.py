@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from engine.core.atomic import write_bytes_atomic
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import EngineEvent, RunFinished, RunResult
-from engine.pipeline import Engine
+from engine.pipeline import Engine, EngineInfo
 from engine.core.settings import RunSettings
 
 BENCH_QUESTION = "Summarize the main topic of this document in one sentence."
@@ -40,6 +40,45 @@ class BenchRow:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+    @classmethod
+    def from_json(cls, data: dict) -> BenchRow:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class BenchModels:
+    target: str
+    draft: str
+    device: str
+    restore_supported: bool
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """What `specprefill bench --json` prints: one row per length, and what they were measured with."""
+
+    results: tuple[BenchRow, ...]
+    keep: float
+    doc: str
+    models: BenchModels
+
+    def to_json(self) -> dict:
+        return {"results": [row.to_json() for row in self.results], "keep": self.keep, "doc": self.doc,
+                "models": asdict(self.models)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> BenchReport:
+        return cls(results=tuple(BenchRow.from_json(row) for row in data["results"]), keep=data["keep"],
+                   doc=data["doc"], models=BenchModels(**data["models"]))
+
+
+def bench_report(rows: list[BenchRow], keep: float, doc: str, info: EngineInfo) -> BenchReport:
+    """The report of `rows`, measured on `doc` with the engine `info` describes."""
+    return BenchReport(results=tuple(rows), keep=keep, doc=doc,
+                       models=BenchModels(target=info.target_name, draft=info.draft_name, device=info.device,
+                                          restore_supported=info.positions_supported))
 
 
 def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:

@@ -24,8 +24,8 @@ class Measurement(NamedTuple):
     seconds: float
 
 
-def calibrate(engine: Engine, text: str, lengths: list[int], lookahead: int = 8, kernel: int = 13,
-              cancel: CancelToken = NEVER) -> Iterator[Measurement | CostModel]:
+def calibrate(engine: Engine, text: str, lengths: list[int], lookahead: int = RunSettings.lookahead,
+              kernel: int = RunSettings.kernel, cancel: CancelToken = NEVER) -> Iterator[Measurement | CostModel]:
     """Yields a Measurement per timing, then the fitted CostModel."""
     tokens = engine.sample_tokens(text, max(lengths), "calibration")
     draft_settings = RunSettings(lookahead=lookahead, kernel=kernel, draft_window=0)

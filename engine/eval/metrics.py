@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 _WS = re.compile(r"\s+")
+
+# Chinese and Japanese write words without spaces: each Han or kana character is one token.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
+_TOKEN = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")  # a CJK character, or a run of other letters and digits
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
 
 
 def normalize(text: str) -> str:
@@ -14,16 +20,49 @@ def normalize(text: str) -> str:
 
 
 def is_correct(answer: str, expected: list[str]) -> bool:
-    """True when any expected string appears in the answer (case- and whitespace-insensitive)."""
+    """True when any expected string appears in the answer (case- and whitespace-insensitive).
+
+    A number must match whole: "16" is not found in "160", "2016" or "1.16". Letters may
+    touch the match ("-DMPICH_IGNORE_CXX_SEEK" holds "MPICH_IGNORE_CXX_SEEK"), since
+    answers quote flags and identifiers with prefixes.
+    """
     haystack = normalize(answer)
-    return any(normalize(e) in haystack for e in expected if e.strip())
+    return any(_expected_pattern(normalize(e)).search(haystack) for e in expected if e.strip())
+
+
+def _expected_pattern(expected: str) -> re.Pattern[str]:
+    # A digit at either end must not continue a number: no digit, nor a decimal point and a digit, beside it.
+    before = r"(?<!\d)(?<!\d\.)" if expected[0].isdigit() else ""
+    after = r"(?!\d)(?!\.\d)" if expected[-1].isdigit() else ""
+    return re.compile(before + re.escape(expected) + after)
+
+
+class UnicodeTokenizer:
+    """ROUGE tokens for any script: lower-cased words, one token per CJK character.
+
+    rouge-score's own tokenizer keeps only a-z and 0-9, so two identical Chinese or Russian
+    answers would share no token. English words still go through it, to keep its stemming.
+    """
+
+    def __init__(self, english: Callable[[str], list[str]]):
+        self._english = english  # rouge-score's tokenize for one a-z0-9 word (stems words over 3 letters)
+
+    def tokenize(self, text: str) -> list[str]:
+        tokens: list[str] = []
+        for word in _TOKEN.findall(text.lower()):
+            tokens += self._english(word) if _ASCII_WORD.fullmatch(word) else [word]
+        return tokens
 
 
 @lru_cache(maxsize=1)
 def _rouge_scorer():
-    from rouge_score import rouge_scorer  # offline, pure Python
+    # Lazy: rouge-score pulls in nltk, which only scoring needs. Offline, pure Python.
+    from nltk.stem import porter
+    from rouge_score import rouge_scorer, tokenize
 
-    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    stemmer = porter.PorterStemmer()
+    tokenizer = UnicodeTokenizer(lambda word: tokenize.tokenize(word, stemmer))
+    return rouge_scorer.RougeScorer(["rougeL"], tokenizer=tokenizer)
 
 
 def answer_agreement(reference: str, candidate: str) -> float:

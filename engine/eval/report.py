@@ -1,7 +1,7 @@
 """A/B reports as files: a self-contained HTML page (plots inlined as PNG) and a CSV.
 
-Both read the report dict that engine.eval.ab produces (`AbReport.to_json()`), so a report
-saved as JSON can be rendered again later. No external resources: the page opens offline.
+Both read an AbReport (engine.eval.results), so a report saved as JSON can be rendered again
+later (`AbReport.from_json`). No external resources: the page opens offline.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import io
 from html import escape
 
 from engine.core.atomic import write_text_atomic
+from engine.core.formatting import MISSING, format_accuracy, format_count, format_percent, format_ratio, \
+    format_seconds
+from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary, run_label
 
 BASELINE_COLOR = "#6b7280"
 SPEC_COLOR = "#2563eb"
 AGREEMENT_COLOR = "#16a34a"
-MISSING = "–"
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2937;
@@ -40,125 +42,137 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 
 
 # -- files ---------------------------------------------------------------------------
-def write_html(report: dict, path) -> None:
+def write_html(report: AbReport, path) -> None:
     write_text_atomic(path, render_html(report))
 
 
-def write_csv(report: dict, path) -> None:
+def write_csv(report: AbReport, path) -> None:
     """One row per case and run (baseline, then each keep), written atomically."""
     write_text_atomic(path, render_csv(report))
 
 
 CSV_COLUMNS = ("case_id", "kind", "run", "keep", "answer", "correct", "agreement", "ttft_s", "tokenize_s",
                "draft_s", "select_s", "target_prefill_s", "prompt_tokens", "prefill_tokens", "kept_fraction",
-               "positions", "bypassed", "bypass_reason", "generated_tokens", "stop_reason")
+               "positions", "bypassed", "bypass_reason", "generated_tokens", "stop_reason", "error")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet run a cell as a formula (OWASP)
 
 
-def render_csv(report: dict) -> str:
+def render_csv(report: AbReport) -> str:
+    """The runs that finished; a failed case adds one row with its error."""
     out = io.StringIO(newline="")
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, restval="", extrasaction="ignore")
     writer.writeheader()
-    for case in report["cases"]:
-        for keep, run in _runs_of(case):
-            row = {**run, "case_id": case["id"], "kind": case["kind"],
-                   "run": "baseline" if keep is None else "spec", "keep": keep or ""}
-            writer.writerow({name: _csv_cell(row.get(name)) for name in CSV_COLUMNS})
+    for case in report.cases:
+        for row in _csv_rows(case):
+            writer.writerow({name: csv_cell(row.get(name)) for name in CSV_COLUMNS})
     return out.getvalue()
 
 
-def _runs_of(case: dict) -> list[tuple[str | None, dict]]:
-    return [(None, case["baseline"]), *case["spec"].items()]
+def _csv_rows(case: CaseRecord) -> list[dict]:
+    rows = [{**run.to_json(), "case_id": case.id, "kind": case.kind,
+             "run": "baseline" if keep is None else "spec", "keep": keep or ""} for keep, run in case.runs()]
+    if case.failed:
+        rows.append({"case_id": case.id, "kind": case.kind, "error": case.error})
+    return rows
 
 
-def _csv_cell(value) -> str:
+def csv_cell(value) -> str:
+    """A value as a CSV cell. Text is model output or user input: a formula in it is quoted, never run."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    text = str(value)
+    if isinstance(value, str) and text.startswith(FORMULA_STARTS):
+        return "'" + text  # a number such as -0.5 is not a str: it stays a number
+    return text
 
 
 # -- HTML ------------------------------------------------------------------------------
-def render_html(report: dict) -> str:
-    summary, env = report["summary"], report["environment"]
+def render_html(report: AbReport) -> str:
+    summary, env = report.summary, report.environment
     body = "\n".join([
         "<h1>SpecPrefill A/B report</h1>",
-        f'<p class="muted">{count(summary["n_cases"], "case")} · keep {escape(", ".join(summary["keeps"]))} · '
-        f'{escape(str(env.get("date", "")))}</p>',
+        f'<p class="muted">{format_count(summary.overall.n_cases, "case")} · keep {escape(", ".join(summary.keeps))}'
+        f'{_errors_text(summary.overall)} · {escape(env.date)}</p>',
         "<h2>Plots</h2>", _plots(summary),
-        "<h2>Summary</h2>", _summary_table(summary["baseline"], summary["spec"]),
-        "<h2>By kind</h2>", _by_kind(summary["by_kind"]),
-        "<h2>Cases</h2>", *(_case_section(case) for case in report["cases"]),
-        "<h2>Environment</h2>", _environment_table(env),
+        "<h2>Summary</h2>", _summary_table(summary.overall),
+        "<h2>By kind</h2>", _by_kind(summary.by_kind),
+        "<h2>Cases</h2>", *(_case_section(case) for case in report.cases),
+        "<h2>Environment</h2>", _environment_table(env.to_json()),
     ])
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>SpecPrefill A/B report</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
 
 
-def _plots(summary: dict) -> str:
+def _errors_text(group: GroupSummary) -> str:
+    if not group.n_errors:
+        return ""
+    return f' · <span class="bad">{group.n_errors} failed</span> (left out of the figures)'
+
+
+def _plots(summary: Summary) -> str:
     figures = [("Answer quality vs keep", quality_plot_png(summary)), ("TTFT vs keep", ttft_plot_png(summary))]
     items = "".join(f'<figure><img alt="{escape(title)}" src="data:image/png;base64,{png}"></figure>'
                     for title, png in figures)
     return f'<div class="plots">{items}</div>'
 
 
-def _summary_table(baseline: dict, spec: dict) -> str:
+def _summary_table(group: GroupSummary) -> str:
     head = ("<tr><th>run</th><th>accuracy</th><th>agreement</th><th>mean TTFT</th><th>speed-up</th>"
             "<th>kept</th><th>draft</th><th>target prefill</th><th>bypassed</th></tr>")
-    rows = [_summary_row("baseline", baseline)]
-    rows += [_summary_row(f"keep {keep}", s) for keep, s in spec.items()]
+    rows = [_summary_row(run_label(keep), s) for keep, s in group.runs()]
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def _summary_row(label: str, s: dict) -> str:
-    cells = [_accuracy_text(s), fmt_fraction(s.get("agreement")), fmt_seconds(s.get("mean_ttft_s")),
-             fmt_ratio(s.get("speedup")), fmt_fraction(s.get("mean_kept_fraction")),
-             fmt_seconds(s.get("mean_draft_s")), fmt_seconds(s.get("mean_target_prefill_s")),
-             MISSING if "n_bypassed" not in s else str(s["n_bypassed"])]
+def _summary_row(label: str, s: RunSummary) -> str:
+    cells = [format_accuracy(s.accuracy, s.n_scored), format_percent(s.agreement), format_seconds(s.mean_ttft_s),
+             format_ratio(s.speedup), format_percent(s.mean_kept_fraction), format_seconds(s.mean_draft_s),
+             format_seconds(s.mean_target_prefill_s), MISSING if s.n_bypassed is None else str(s.n_bypassed)]
     return f"<tr><th>{escape(label)}</th>{''.join(_num_cell(c) for c in cells)}</tr>"
 
 
-def _accuracy_text(s: dict) -> str:
-    if s.get("accuracy") is None:
-        return MISSING
-    return f"{fmt_fraction(s['accuracy'])} of {s.get('n_scored', '?')}"
-
-
-def _by_kind(by_kind: dict) -> str:
-    sections = [f'<h3>{escape(kind)} <span class="muted">({count(k["n_cases"], "case")})</span></h3>'
-                + _summary_table(k["baseline"], k["spec"]) for kind, k in sorted(by_kind.items())]
+def _by_kind(by_kind: dict[str, GroupSummary]) -> str:
+    sections = [f'<h3>{escape(kind)} <span class="muted">({format_count(group.n_cases, "case")}'
+                f'{_errors_text(group)})</span></h3>' + _summary_table(group)
+                for kind, group in sorted(by_kind.items())]
     return "\n".join(sections)
 
 
-def _case_section(case: dict) -> str:
-    runs = _runs_of(case)
-    labels = "".join(f"<th>{escape('baseline' if keep is None else f'keep {keep}')}</th>" for keep, _ in runs)
+def _case_section(case: CaseRecord) -> str:
+    expected = (", ".join(f"<code>{escape(a)}</code>" for a in case.answers) if case.answers
+                else '<span class="muted">none (scored by agreement)</span>')
+    tokens = "" if case.prompt_tokens is None else f" · {case.prompt_tokens} prompt tokens"
+    error = f'<p class="bad">Failed: {escape(case.error)}</p>' if case.failed else ""
+    return (f'<section class="case"><h3>{escape(case.id)} <span class="tag">{escape(case.kind)}</span></h3>'
+            f'<p><b>Q:</b> {escape(case.question)}<br><b>Expected:</b> {expected}<br>'
+            f'<span class="muted">{escape(case.doc)}{tokens}</span></p>{error}{_runs_table(case)}</section>')
+
+
+def _runs_table(case: CaseRecord) -> str:
+    runs = list(case.runs())
+    if not runs:
+        return ""
+    labels = "".join(f"<th>{escape(run_label(keep))}</th>" for keep, _ in runs)
     rows = [
-        _case_row("answer", [f'<div class="answer">{escape(run["answer"])}</div>' for _, run in runs]),
-        _case_row("correct", [_mark(run.get("correct")) for _, run in runs]),
-        _case_row("agreement", [MISSING if keep is None else fmt_fraction(run.get("agreement"))
-                                for keep, run in runs]),
-        _case_row("TTFT", [fmt_seconds(run.get("ttft_s")) for _, run in runs]),
+        _case_row("answer", [f'<div class="answer">{escape(run.result.answer)}</div>' for _, run in runs]),
+        _case_row("correct", [_mark(run.correct) for _, run in runs]),
+        _case_row("agreement", [MISSING if keep is None else format_percent(run.agreement) for keep, run in runs]),
+        _case_row("TTFT", [format_seconds(run.result.ttft_s) for _, run in runs]),
         _case_row("kept", [_kept_text(run) for _, run in runs]),
     ]
-    answers = case.get("answers")
-    expected = (", ".join(f"<code>{escape(a)}</code>" for a in answers) if answers
-                else '<span class="muted">none (scored by agreement)</span>')
-    return (f'<section class="case"><h3>{escape(case["id"])} <span class="tag">{escape(case["kind"])}</span></h3>'
-            f'<p><b>Q:</b> {escape(case["question"])}<br><b>Expected:</b> {expected}<br>'
-            f'<span class="muted">{escape(case["doc"])} · {case["prompt_tokens"]} prompt tokens</span></p>'
-            f"<table><tr><th></th>{labels}</tr>{''.join(rows)}</table></section>")
+    return f"<table><tr><th></th>{labels}</tr>{''.join(rows)}</table>"
 
 
 def _case_row(label: str, cells: list[str]) -> str:
     return f"<tr><th>{escape(label)}</th>{''.join(f'<td>{c}</td>' for c in cells)}</tr>"
 
 
-def _kept_text(run: dict) -> str:
-    if run.get("bypassed"):
+def _kept_text(run: RunRecord) -> str:
+    if run.result.bypassed:
         return "bypassed (full prefill)"
-    return f"{fmt_fraction(run.get('kept_fraction', 1.0))} · {escape(str(run.get('positions', 'contiguous')))}"
+    return f"{format_percent(run.result.kept_fraction)} · {escape(run.result.positions)}"
 
 
 def _mark(correct: bool | None) -> str:
@@ -190,46 +204,30 @@ def _num_cell(text: str) -> str:
     return f'<td class="num">{text}</td>'
 
 
-def count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def fmt_fraction(x: float | None) -> str:
-    return MISSING if x is None else f"{x:.1%}"
-
-
-def fmt_seconds(x: float | None) -> str:
-    return MISSING if x is None else f"{x:.2f} s"
-
-
-def fmt_ratio(x: float | None) -> str:
-    return MISSING if x is None else f"{x:.2f}×"
-
-
 # -- plots -------------------------------------------------------------------------------
-def quality_plot_png(summary: dict) -> str:
+def quality_plot_png(summary: Summary) -> str:
     """Accuracy (and agreement with the baseline) against keep; baseline accuracy as a line."""
-    keeps, spec = summary["keeps"], summary["spec"]
+    keeps, overall = list(summary.keeps), summary.overall
+    spec = overall.spec
     fig, ax = _new_axes("Answer quality vs keep", "share")
-    baseline_accuracy = summary["baseline"]["accuracy"]
-    if baseline_accuracy is not None:
-        ax.axhline(baseline_accuracy, color=BASELINE_COLOR, linestyle="--", label="baseline accuracy")
-    _plot_series(ax, keeps, [spec[k]["accuracy"] for k in keeps], SPEC_COLOR, "-", "SpecPrefill accuracy")
-    _plot_series(ax, keeps, [spec[k]["agreement"] for k in keeps], AGREEMENT_COLOR, ":",
+    if overall.baseline.accuracy is not None:
+        ax.axhline(overall.baseline.accuracy, color=BASELINE_COLOR, linestyle="--", label="baseline accuracy")
+    _plot_series(ax, keeps, [spec[k].accuracy for k in keeps], SPEC_COLOR, "-", "SpecPrefill accuracy")
+    _plot_series(ax, keeps, [spec[k].agreement for k in keeps], AGREEMENT_COLOR, ":",
                  "agreement with baseline (ROUGE-L)")
     ax.set_ylim(0, 1.05)
     return _finish(fig, ax, keeps)
 
 
-def ttft_plot_png(summary: dict) -> str:
+def ttft_plot_png(summary: Summary) -> str:
     """Mean time to first token against keep; the baseline's mean as a line."""
-    keeps, spec = summary["keeps"], summary["spec"]
+    keeps, overall = list(summary.keeps), summary.overall
+    spec = overall.spec
     fig, ax = _new_axes("Mean TTFT vs keep", "seconds")
-    baseline_ttft = summary["baseline"]["mean_ttft_s"]
-    if baseline_ttft is not None:
-        ax.axhline(baseline_ttft, color=BASELINE_COLOR, linestyle="--", label="baseline")
-    _plot_series(ax, keeps, [spec[k]["mean_ttft_s"] for k in keeps], SPEC_COLOR, "-", "SpecPrefill")
-    _plot_series(ax, keeps, [spec[k].get("mean_draft_s") for k in keeps], SPEC_COLOR, ":",
+    if overall.baseline.mean_ttft_s is not None:
+        ax.axhline(overall.baseline.mean_ttft_s, color=BASELINE_COLOR, linestyle="--", label="baseline")
+    _plot_series(ax, keeps, [spec[k].mean_ttft_s for k in keeps], SPEC_COLOR, "-", "SpecPrefill")
+    _plot_series(ax, keeps, [spec[k].mean_draft_s for k in keeps], SPEC_COLOR, ":",
                  "draft scoring (part of TTFT)")
     ax.set_ylim(bottom=0)
     return _finish(fig, ax, keeps)

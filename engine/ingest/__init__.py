@@ -26,6 +26,9 @@ from engine.ingest._common import (
     looks_binary,
 )
 from engine.ingest.document import Document, Segment
+from engine.ingest.folder import load_folder
+from engine.ingest.pdf import load_pdf
+from engine.ingest.text import load_text
 
 __all__ = [
     "Document",
@@ -66,8 +69,6 @@ def load_document(
     if stat.S_ISDIR(st.st_mode):
         if not os.access(p, os.R_OK | os.X_OK):
             raise IngestError(f"cannot read {p}: permission denied")
-        from engine.ingest.folder import load_folder
-
         return load_folder(p, cancel=cancel, progress=progress, limits=limits.folder)
 
     if not stat.S_ISREG(st.st_mode):
@@ -78,12 +79,8 @@ def load_document(
     suffix = p.suffix.lower()
     head = _head(p)
     if suffix == ".pdf" or head.startswith(PDF_MAGIC):
-        from engine.ingest.pdf import load_pdf
-
         return load_pdf(p, password=password, cancel=cancel, progress=progress, limits=limits)
     if suffix in TEXT_EXTENSIONS or (not has_binary_extension(p.name) and not looks_binary(head)):
-        from engine.ingest.text import load_text
-
         return load_text(p, cancel=cancel, progress=progress, max_bytes=limits.max_text_bytes)
     kind = f"'{suffix}' files" if suffix else "binary files"
     raise IngestError(

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
+import pathspec
+
 from engine.core.cancel import CancelToken
 from engine.core.errors import IngestError
 from engine.ingest._common import (
@@ -68,8 +70,6 @@ class _Ignore:
         self.specs = specs  # (directory relative to the root, "" for the root; GitIgnoreSpec)
 
     def with_file(self, base: str, gitignore: Path) -> _Ignore:
-        import pathspec
-
         try:
             with open(gitignore, "rb") as fh:
                 raw = fh.read(MAX_GITIGNORE_BYTES)

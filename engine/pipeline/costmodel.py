@@ -20,7 +20,7 @@ import numpy as np
 from engine.core.atomic import write_text_atomic
 from engine.core.errors import NotCalibratedError, SpecPrefillError
 from engine.core.paths import calibration_path
-from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS
+from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS, RunSettings
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def fit_quadratic(ns: list[int], seconds: list[float]) -> Quadratic:
 class CostModel:
     target_prefill: Quadratic
     draft: Quadratic
-    chunk_size: int = 32
+    chunk_size: int = RunSettings.chunk_size
     measurements: dict = field(default_factory=dict)
     machine: dict = field(default_factory=dict)
 
@@ -124,7 +124,7 @@ class CostModel:
     @classmethod
     def from_json(cls, data: dict) -> CostModel:
         return cls(target_prefill=Quadratic(**data["target_prefill"]), draft=Quadratic(**data["draft"]),
-                   chunk_size=data.get("chunk_size", 32), measurements=data.get("measurements", {}),
+                   chunk_size=data.get("chunk_size", RunSettings.chunk_size), measurements=data.get("measurements", {}),
                    machine=data.get("machine", {}))
 
 

@@ -41,7 +41,7 @@ def prepare_models(settings: ModelSettings | None = None, progress: ProgressFn |
     if Path(draft).is_file() and (settings.draft_path is not None or defaults.is_verified(defaults.DRAFT)):
         cancel.raise_if_cancelled()
         progress(0, 1, "caching the dequantized draft (first time only)")
-        ensure_dequantized(Path(draft))
+        ensure_dequantized(Path(draft), cancel)
 
 
 def probe_restore_support(target_path: Path) -> bool:

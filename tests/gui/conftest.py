@@ -22,7 +22,7 @@ from PySide6.QtCore import QSettings
 
 from engine.core.cancel import CancelToken
 from engine.pipeline.costmodel import CostModel, Quadratic
-from engine.core.errors import IngestError, SpecPrefillError
+from engine.core.errors import IngestError, PasswordError, SpecPrefillError
 from engine.core.events import (
     Notice,
     Progress,
@@ -35,6 +35,7 @@ from engine.core.events import (
 )
 from engine.ingest.document import Document, Segment
 from engine.core.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
+from desktop.main_window import MainWindow
 
 CHARS_PER_TOKEN = 4
 SYSTEM_PROMPT = "You are a helpful assistant. Answer using only the document.\n\n"
@@ -65,7 +66,8 @@ class FakeConfig:
     positions_supported: bool = True
     load_error: str | None = None
     load_error_type: type[SpecPrefillError] = SpecPrefillError  # e.g. DefaultModelsError
-    fail_stage: str | None = None  # raise SpecPrefillError when this stage starts
+    fail_stage: str | None = None  # raise fail_error_type when this stage starts
+    fail_error_type: type[SpecPrefillError] = SpecPrefillError  # e.g. ContextOverflowError
     crash_stage: str | None = None  # raise a plain RuntimeError (a bug) when this stage starts
     notice: str | None = None  # a run-less Notice yielded at the start of each stream
     calibration: CostModel | None = None  # the engine's cost_model; None: not calibrated
@@ -158,7 +160,7 @@ class FakeEngine:
         cancel.raise_if_cancelled()
         self.current_stage = stage
         if stage == self.config.fail_stage:
-            raise SpecPrefillError(f"fake failure during {stage}")
+            raise self.config.fail_error_type(f"fake failure during {stage}")
         if stage == self.config.crash_stage:
             raise RuntimeError(f"fake crash during {stage}")
         return StageChanged(run, stage, detail)
@@ -261,9 +263,9 @@ def fake_load_document(path, *, password=None, cancel=None, progress=None) -> Do
     if text.startswith("ENCRYPTED:"):
         secret, _, text = text[len("ENCRYPTED:"):].partition("\n")
         if password is None:
-            raise IngestError(f"{p} is encrypted; a password is needed to open it")
+            raise PasswordError(f"{p} is encrypted; a password is needed to open it")
         if password != secret:
-            raise IngestError(f"{p} is encrypted and the password is wrong")
+            raise PasswordError(f"{p} is encrypted and the password is wrong")
     pages = text.split("\f")
     kind = "pdf" if p.suffix == ".pdf" else "text"
     segments, parts, pos = [], [], 0
@@ -365,8 +367,6 @@ def code_folder(tmp_path) -> Path:
 @pytest.fixture
 def make_window(qtbot, qsettings, engine_factory):
     """Build a started window; by default wait until its (fake) models are loaded."""
-    from desktop.main_window import MainWindow
-
     def build(*, wait_ready: bool = True, ask_password=None, loader=fake_load_document, assemble_models=None):
         kwargs = {"ask_password": ask_password} if ask_password else {}
         if assemble_models is not None:

@@ -13,8 +13,9 @@ import time
 import pytest
 from PySide6.QtWidgets import QFileDialog
 
+from engine.core.formatting import format_percent
 from engine.eval.metrics import answer_agreement
-from engine.eval.report import CSV_COLUMNS, fmt_fraction
+from engine.eval.report import CSV_COLUMNS
 from engine.eval.suite import load_suite
 from tests.gui.conftest import (
     BASELINE_ANSWER,
@@ -168,13 +169,13 @@ def test_a_suite_runs_with_progress_and_fills_the_results(window, qtbot, suite_f
     assert cases.text("alpha", "keep 0.2 correct") == "✓"
     assert cases.text("beta", "keep 0.2 correct") == "–"  # no expected answers
     assert cases.text("beta", "keep 0.3 TTFT") == "1.00 s"
-    assert cases.text("alpha", "keep 0.2 agreement") == fmt_fraction(answer_agreement(BASELINE_ANSWER, SPEC_ANSWER))
-    assert cases.text("alpha", "keep 0.1 agreement") == fmt_fraction(
+    assert cases.text("alpha", "keep 0.2 agreement") == format_percent(answer_agreement(BASELINE_ANSWER, SPEC_ANSWER))
+    assert cases.text("alpha", "keep 0.1 agreement") == format_percent(
         answer_agreement(BASELINE_ANSWER, spec_answer(0.1)))
 
     summary = tab.results.summary
-    assert summary.text("baseline", "accuracy") == "100.0% of 1"
-    assert summary.text("keep 0.1", "accuracy") == "0.0% of 1"
+    assert summary.text("baseline", "accuracy") == "100.0% (1/1)"  # as the CLI and the HTML report read it
+    assert summary.text("keep 0.1", "accuracy") == "0.0% (0/1)"
     assert summary.text("keep 0.2", "mean TTFT") == "1.00 s"
     assert summary.text("keep 0.2", "speed-up") == "4.00×"
     assert summary.text("baseline", "mean TTFT") == "4.00 s"
@@ -228,17 +229,22 @@ def test_cancel_mid_suite_stops_within_a_second_and_the_app_stays_usable(
     assert window.baseline_pane.ttft.text() == "4.00 s" and window.spec_pane.ttft.text() == "1.00 s"
 
 
-def test_a_case_that_cannot_load_fails_the_suite_with_its_line(window, qtbot, suite_file, fake_config):
+def test_a_case_that_cannot_load_shows_as_failed_and_the_suite_goes_on(window, qtbot, suite_file, fake_config):
     fake_config.make_fast()
     tab = window.ab_tab
     tab.suite.open_suite(suite_file)
-    (suite_file.parent / "docs" / "b.txt").unlink()
+    (suite_file.parent / "docs" / "a.txt").unlink()  # the first case fails; the second still runs
     tab.run_button.click()
     wait_ab_done(qtbot, window)
-    assert tab.progress_label.text() == "failed"
-    assert tab.message.text().startswith("case 'beta' (suite line 2): no such file or folder")
-    assert tab.results.cases.text("alpha", "keep 0.3 TTFT") == "1.00 s"
-    assert tab.run_button.isEnabled()
+    assert tab.progress_label.text() == "done · 1 case failed"
+    assert tab.message.text().startswith("case 'alpha' (suite line 1): no such file or folder")
+    assert "#b91c1c" in tab.message.styleSheet()
+    cases = tab.results.cases
+    assert cases.text("alpha", "baseline TTFT") == "error" and cases.text("alpha", "keep 0.3 correct") == "error"
+    assert cases.text("beta", "keep 0.3 TTFT") == "1.00 s"
+    assert tab.results.title.text() == "Results: suite.jsonl (1 case failed)"
+    assert tab.results.summary.text("keep 0.2", "speed-up") == "4.00×"  # the figures of the case that ran
+    assert tab.results.export_csv_button.isEnabled() and tab.run_button.isEnabled()
 
 
 def test_export_html_and_csv(window, qtbot, suite_file, fake_config, monkeypatch, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from pathlib import Path
@@ -55,6 +56,7 @@ def test_real_engine_is_built_by_engine_load_on_the_worker(monkeypatch):
             return "engine"
 
     monkeypatch.setitem(sys.modules, "engine.pipeline", types.SimpleNamespace(Engine=FakePipelineEngine))
+    monkeypatch.setattr(app, "prepare_models", lambda *args, **kwargs: None)
     progress, cancel, settings = object(), object(), ModelSettings()
     assert app.load_real_engine(settings, progress, cancel) == "engine"
     assert calls == [(settings, progress, cancel)]
@@ -62,8 +64,6 @@ def test_real_engine_is_built_by_engine_load_on_the_worker(monkeypatch):
 
 def test_the_engine_signatures_the_gui_relies_on():
     """Pin the contract: a renamed parameter would otherwise only fail with real models."""
-    import inspect
-
     pipeline = pytest.importorskip("engine.pipeline")  # needs torch and the llama runtime
     load = inspect.signature(pipeline.Engine.load).parameters
     assert {"settings", "progress", "cancel"} <= set(load)

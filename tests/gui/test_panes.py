@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from engine.core.events import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
 from engine.eval.metrics import answer_agreement
 from engine.core.settings import RunSettings
 from desktop.answer_diff import AnswerCompareView, word_diff
+from desktop import comparison_bar
 from desktop.comparison_bar import ComparisonBar
 from desktop.run_pane import RunPane
 from tests.gui.conftest import build_prompt, make_selection
@@ -108,6 +111,7 @@ def test_comparison_shows_speedup_and_agreement(qtbot):
     assert "4.00 s → 1.00 s" in bar.speedup.text()
     expected = round(answer_agreement(base.answer, spec.answer) * 100)
     assert 0 < expected < 100
+    qtbot.waitUntil(lambda: not bar.agreement_pending, timeout=3000)  # computed on a worker
     assert bar.agreement.text() == f"Answer agreement: {expected}% (ROUGE-L)"
     assert bar.compare_button.isEnabled()
     bar.show_results(base, None)
@@ -137,3 +141,35 @@ def test_answer_view_toggles_between_the_answers(qtbot):
     assert view.mode == "diff"
     view.set_answers("only the baseline so far", "")
     assert "once both runs have answered" in view.browser.toPlainText()
+
+
+def test_agreement_is_computed_off_the_gui_thread(qtbot, monkeypatch):
+    threads = []
+
+    def recording_agreement(a: str, b: str) -> float:
+        threads.append(threading.current_thread())
+        return 0.5
+
+    monkeypatch.setattr(comparison_bar, "answer_agreement", recording_agreement)
+    bar = ComparisonBar()
+    qtbot.addWidget(bar)
+    bar.show_results(result(run="baseline", answer="a b c", ttft=4.0), result(answer="a b", ttft=1.0))
+    qtbot.waitUntil(lambda: bar.agreement.text() == "Answer agreement: 50% (ROUGE-L)", timeout=3000)
+    assert threads and threading.main_thread() not in threads
+
+
+def test_a_late_agreement_never_overwrites_newer_results(qtbot, monkeypatch):
+    release = threading.Event()
+
+    def slow_agreement(a: str, b: str) -> float:
+        release.wait(5)
+        return 0.5
+
+    monkeypatch.setattr(comparison_bar, "answer_agreement", slow_agreement)
+    bar = ComparisonBar()
+    qtbot.addWidget(bar)
+    bar.show_results(result(run="baseline", answer="a b c", ttft=4.0), result(answer="a b", ttft=1.0))
+    bar.show_results(None, None)
+    release.set()
+    qtbot.wait(200)
+    assert bar.agreement.text() == "Answer agreement: —"

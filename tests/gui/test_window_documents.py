@@ -8,7 +8,9 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog
 
-from tests.gui.conftest import CHARS_PER_TOKEN, fake_load_document
+from engine.core.cancel import CancelToken
+from desktop.app import load_real_document
+from tests.gui.conftest import CHARS_PER_TOKEN, fake_load_document, wait
 
 
 def wait_loaded(qtbot, window, name: str) -> None:
@@ -168,8 +170,6 @@ def test_giving_up_on_the_password_shows_the_error(make_window, qtbot, tmp_path)
 
 def test_real_ingest_reads_a_code_folder(make_window, qtbot, code_folder):
     """One pass through the engine's own loader (pure Python), as the app wires it."""
-    from desktop.app import load_real_document
-
     window = make_window(loader=load_real_document)
     window.open_path(str(code_folder))
     wait_loaded(qtbot, window, "project")
@@ -179,9 +179,6 @@ def test_real_ingest_reads_a_code_folder(make_window, qtbot, code_folder):
 
 def slow_loader(delay_s: float):
     """The fake loader, but each page takes `delay_s` (honouring cancel meanwhile)."""
-    from engine.core.cancel import CancelToken
-    from tests.gui.conftest import wait
-
     def load(path, *, password=None, cancel=None, progress=None):
         token = cancel or CancelToken()
 

@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtCore import QTimer
 
 from desktop.question_bar import PRESETS
+from desktop.settings_store import RunPreferences
 from tests.gui.conftest import BASELINE_ANSWER, SPEC_ANSWER, wait_run_done
 
 
@@ -24,6 +25,7 @@ def test_compare_fills_both_panes_the_comparison_and_the_heatmap(loaded_window, 
     assert window.spec_pane.answer.toPlainText() == SPEC_ANSWER
     assert window.spec_pane.status.text().startswith("Done")
     assert window.comparison.speedup.text().startswith("Speed-up: 4.00×")
+    qtbot.waitUntil(lambda: not window.comparison.agreement_pending, timeout=3000)  # computed on a worker
     assert window.comparison.agreement.text().endswith("% (ROUGE-L)")
     assert window.kept_view.spans, "the heatmap got no selection"
     assert window.kept_view.highlighted_ranges() == window.kept_view.kept_ranges()
@@ -70,8 +72,6 @@ def test_keep_slider_is_bounded_to_5_to_90_percent(window):
 
 def test_settings_dialog_chunk_size_lookahead_and_window_reach_the_engine(loaded_window, qtbot, engine_factory):
     window = loaded_window
-    from desktop.settings_store import RunPreferences
-
     window.store.save_run_preferences(RunPreferences(chunk_size=16, lookahead=4, draft_window=0))
     window.controls.spec_button.click()
     wait_run_done(qtbot, window)

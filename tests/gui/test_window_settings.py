@@ -91,7 +91,7 @@ def test_settings_dialog_saves_and_reloads_the_engine(window, qtbot, engine_fact
     assert dialog.isVisible()
     assert dialog.target.edit.text() == "" and models.TARGET.name in dialog.target.edit.placeholderText()
     assert dialog.draft.edit.text() == "" and models.DRAFT.name in dialog.draft.edit.placeholderText()
-    assert dialog.context.value() == ModelSettings().n_ctx
+    assert dialog.model_settings().n_ctx == ModelSettings().n_ctx
     draft = tmp_path / "draft.gguf"
     dialog.draft.edit.setText(str(draft))
     dialog.device.setCurrentIndex(dialog.device.findData("cpu"))
@@ -129,7 +129,7 @@ def test_restore_defaults_resets_every_field(window, qtbot, engine_factory):
     assert dialog.device.currentData() == defaults.device
     assert dialog.draft_precision.currentData() == "int8" == defaults.draft_quant
     assert dialog.threads.value() == 0 and dialog.threads.text() == "Auto (physical cores)"
-    assert dialog.context.value() == defaults.n_ctx
+    assert dialog.model_settings().n_ctx == defaults.n_ctx
     assert (dialog.chunk_size.value(), dialog.lookahead.value()) == (RunPreferences().chunk_size, RunPreferences().lookahead)
     assert dialog.draft_window.value() == RunSettings().draft_window == 4096
     assert dialog.threshold.automatic.isChecked() and not dialog.threshold.tokens.isEnabled()

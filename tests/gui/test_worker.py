@@ -66,15 +66,18 @@ def test_a_plain_callable_reports_its_value_and_can_emit(qtbot, pool):
     assert seen["finished"] == [42]
 
 
-def test_user_error_becomes_its_one_line_message(qtbot, pool, caplog):
+def test_user_error_arrives_as_the_exception_itself(qtbot, pool, caplog):
+    error = SpecPrefillError("the model file is missing")
+
     def job(ctx):
-        raise SpecPrefillError("the model file is missing")
+        raise error
 
     worker = Worker(job, name="load")
     seen = record(worker)
     with caplog.at_level(logging.WARNING), qtbot.waitSignal(worker.ended, timeout=2000):
         worker.start(pool)
-    assert seen["failed"] == ["the model file is missing"]
+    assert seen["failed"] == [error]  # the object, so the GUI can act on its type
+    assert seen["failed"][0].__traceback__ is None  # it no longer holds the job's frames alive
     assert seen["finished"] == []
     assert "the model file is missing" in caplog.text
 
@@ -88,7 +91,7 @@ def test_unexpected_exception_is_logged_with_traceback_and_reported(qtbot, pool,
     with caplog.at_level(logging.ERROR), qtbot.waitSignal(worker.ended, timeout=2000):
         worker.start(pool)
     assert len(seen["failed"]) == 1
-    assert "ZeroDivisionError" in seen["failed"][0] and "bad job" in seen["failed"][0]
+    assert isinstance(seen["failed"][0], ZeroDivisionError) and str(seen["failed"][0]) == "boom"
     assert "Traceback" in caplog.text
 
 

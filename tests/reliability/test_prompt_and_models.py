@@ -136,9 +136,11 @@ def default_models_home(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_missing_default_models_are_reported_not_downloaded(default_models_home):
-    with pytest.raises(DefaultModelsError, match="is missing at .*re-assemble the defaults"):
+def test_missing_default_models_are_reported_not_downloaded(capsys, default_models_home):
+    with pytest.raises(DefaultModelsError, match="is missing at"):
         Engine.load(ModelSettings(n_threads=1))
+    code, lines = run_cli(capsys, "run", "--doc", __file__, "--question", "q?")
+    assert_one_error_line(code, lines, "is missing at", "re-assemble the defaults", "models --assemble")
 
 
 def test_a_default_model_failing_its_hash_is_refused(capsys, default_models_home):

@@ -162,7 +162,9 @@ def test_an_interrupted_ab_suite_leaves_the_previous_report_intact(capsys, pair,
                           "--report", str(report), *tiny_model_flags(*pair))
     assert code == 130 and lines[-1] == "specprefill: cancelled"
     assert report.read_text() == "the previous report"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ab.html", "doc.txt", "suite.jsonl"]
+    # The report is untouched; what had finished is kept in the journal, for --resume.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ab.html", "ab.journal.jsonl", "doc.txt", "suite.jsonl"]
+    assert '"c0"' in (tmp_path / "ab.journal.jsonl").read_text()
 
 
 # -- no network --------------------------------------------------------------------------------

@@ -1,22 +1,53 @@
-"""The engine stays Qt-free: checked by import-linter and by importing it in a clean interpreter."""
+"""The architecture holds: import-linter's contracts, a clean import of the engine without Qt,
+and a demonstration that a function moved to the wrong layer breaks the layers contract."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+LINT = Path(sys.executable).with_name("lint-imports")
+CONTRACTS = ("The engine is Qt-free", "The engine is layered", "The draft and the llama.cpp runtime never import each other",
+             "The app uses the engine's public API only", "The engine has no import cycles between its packages")
 
 
-def test_import_linter_contract_holds():
-    lint = Path(sys.executable).with_name("lint-imports")
-    proc = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True)
+def lint(cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, capture_output=True, text=True)
+
+
+def test_import_linter_contracts_hold():
+    proc = lint(ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "The engine is Qt-free KEPT" in proc.stdout
+    for name in CONTRACTS:
+        assert f"{name} KEPT" in proc.stdout
+
+
+def test_a_core_module_that_imports_the_pipeline_breaks_the_layers(tmp_path):
+    for part in ("engine", "desktop"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    settings = tmp_path / "engine" / "core" / "settings.py"
+    settings.write_text(settings.read_text() + "\nfrom engine.pipeline.costmodel import attention_area  # wrong layer\n")
+    proc = subprocess.run([str(LINT), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode != 0
+    assert "The engine is layered BROKEN" in proc.stdout
+    assert "engine.core.settings -> engine.pipeline.costmodel" in proc.stdout
 
 
 def test_importing_the_engine_loads_no_qt():
-    code = ("import sys, engine.pipeline, engine.cli, engine.ingest; "
+    code = ("import sys, engine.pipeline, engine.cli.main, engine.ingest, engine.api; "
             "bad = [m for m in sys.modules if m.startswith(('PySide6', 'shiboken6', 'desktop'))]; "
             "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_public_api_imports_without_the_model_runtimes():
+    """The app starts fast: engine.api loads torch and llama.cpp only when a model is loaded."""
+    code = ("import sys, engine.api; "
+            "heavy = [m for m in ('torch', 'transformers', 'llama_cpp') if m in sys.modules]; "
+            "print(heavy); sys.exit(1 if heavy else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

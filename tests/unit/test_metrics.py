@@ -1,4 +1,12 @@
+import json
+from pathlib import Path
+
+import pytest
+
 from engine.eval.metrics import answer_agreement, is_correct, normalize
+
+REPORTS = Path(__file__).resolve().parents[2] / "resources" / "reports"
+DEV_SUITE_REPORTS = [REPORTS / "dev-suite-keep0.2.json", REPORTS / "dev-suite.json"]
 
 
 def test_normalize_collapses_whitespace_and_case():
@@ -16,3 +24,59 @@ def test_agreement_bounds():
     assert answer_agreement("alpha beta gamma", "delta epsilon") == 0.0
     assert 0.0 < answer_agreement("zlib is documented in zlib.h", "see zlib.h for docs") < 1.0
     assert answer_agreement("", "") == 1.0
+
+
+# -- numbers match whole ---------------------------------------------------------------------------
+@pytest.mark.parametrize("answer", ["The grid has 160 divisions", "Since 2016", "about 1.16 inches", "16.5 mm",
+                                    "16000 lines"])
+def test_a_number_does_not_match_inside_a_longer_number(answer):
+    assert not is_correct(answer, ["16"])
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("The grid has 16 divisions.", "16"), ("16, as the manual says", "16"), ("(16)", "16"),
+    ("the factor is 0.6", ".6"), ("60% of the length", "60%"), ("BLCR 0.8.2 is needed", "0.8.2"),
+    ("add -DMPICH_IGNORE_CXX_SEEK to the command line", "MPICH_IGNORE_CXX_SEEK"),
+    ("set to `'__no__default__'`", "__no__default__"), ("a SIGUSR1 signal", "SIGUSR1"),
+    ("800x600 pixels", "800x600"),
+])
+def test_expected_strings_still_match(answer, expected):
+    assert is_correct(answer, [expected])
+
+
+def test_recorded_dev_suite_verdicts_are_unchanged():
+    """Every answer the dev-suite reports scored keeps its verdict (numbers on word boundaries changed none)."""
+    for path in DEV_SUITE_REPORTS:
+        for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
+            if case["answers"] is None:
+                continue
+            for run in [case["baseline"], *case["spec"].values()]:
+                assert is_correct(run["answer"], case["answers"]) is run["correct"], (path.name, case["id"])
+
+
+# -- agreement in any script -----------------------------------------------------------------------
+def test_identical_chinese_answers_agree_fully():
+    answer = "网格每英寸分为十六格。"
+    assert answer_agreement(answer, answer) == 1.0
+
+
+def test_identical_russian_answers_agree_fully():
+    answer = "Сетка делится на шестнадцать частей на дюйм."
+    assert answer_agreement(answer, answer) == 1.0
+
+
+@pytest.mark.parametrize("reference, candidate", [
+    ("北京是中国的首都", "上海是中国最大的城市"),
+    ("Сетка делится на шестнадцать частей", "Сетка делится на восемь частей"),
+])
+def test_different_non_english_answers_agree_partly(reference, candidate):
+    assert 0.0 < answer_agreement(reference, candidate) < 1.0
+
+
+def test_recorded_english_agreement_is_unchanged():
+    """The Unicode tokenizer keeps rouge-score's English tokens and stemming: the dev-suite figures still hold."""
+    for path in DEV_SUITE_REPORTS:
+        for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
+            for keep, run in case["spec"].items():
+                assert answer_agreement(case["baseline"]["answer"], run["answer"]) == pytest.approx(
+                    run["agreement"], abs=1e-12), (path.name, case["id"], keep)

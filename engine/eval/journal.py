@@ -1,0 +1,114 @@
+"""The A/B journal: every case written down as it finishes, so an interrupted suite loses nothing.
+
+A JSONL file. The first line says what was run (the suite, its keeps and settings); each
+next line is one case record, in the report's own JSON. Resuming reads back the cases that
+finished, if the suite, keeps and settings are the same; a case that failed is run again.
+A last line cut short by a kill is ignored, and a resumed journal is written anew without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.core.atomic import write_text_atomic
+from engine.core.paths import cache_dir
+from engine.eval.ab import AbError
+from engine.eval.results import CaseRecord
+
+FORMAT = "specprefill-ab-journal/1"
+SUFFIX = ".journal.jsonl"
+
+
+@dataclass(frozen=True)
+class JournalHeader:
+    """What a journal's cases were run with: resuming needs the same."""
+
+    suite: str  # the suite file, resolved
+    keeps: tuple[str, ...]
+    settings: dict  # engine.eval.ab.settings_record: every setting but keep
+
+    def to_json(self) -> dict:
+        return {"journal": FORMAT, "suite": self.suite, "keeps": list(self.keeps), "settings": self.settings}
+
+    @classmethod
+    def from_json(cls, data: dict) -> JournalHeader:
+        return cls(data["suite"], tuple(data["keeps"]), data["settings"])
+
+    @classmethod
+    def of(cls, suite: Path, keeps: Sequence[str], settings: dict) -> JournalHeader:
+        # Through JSON, so it compares equal to a header read back from a file.
+        return cls(str(suite.resolve()), tuple(keeps), json.loads(json.dumps(settings)))
+
+    def differences(self, now: JournalHeader) -> list[str]:
+        """What differs from `now`, as "name <this journal's value> (now <the value asked for>)"."""
+        pairs = [("suite", self.suite, now.suite), ("keeps", ",".join(self.keeps), ",".join(now.keeps))]
+        pairs += [(name, self.settings.get(name), now.settings.get(name))
+                  for name in sorted(self.settings.keys() | now.settings.keys())]
+        return [f"{name} {made!r} (now {asked!r})" for name, made, asked in pairs if made != asked]
+
+
+def default_journal_path(suite: Path, report: Path | None) -> Path:
+    """Beside the report (ab.html -> ab.journal.jsonl); without one, in the cache, named after the suite."""
+    if report is not None:
+        return report.with_suffix(SUFFIX)
+    digest = hashlib.sha256(str(suite.resolve()).encode()).hexdigest()[:10]
+    return cache_dir() / "ab-journals" / f"{suite.stem}-{digest}{SUFFIX}"
+
+
+def start_journal(path: Path, header: JournalHeader, records: Iterable[CaseRecord] = ()) -> None:
+    """A new journal: its header and the cases carried over from a resumed one, replacing the file at once."""
+    lines = [header.to_json(), *(record.to_json() for record in records)]
+    write_text_atomic(path, "".join(_line(data) for data in lines))
+
+
+def read_journal(path: Path, header: JournalHeader) -> dict[str, CaseRecord]:
+    """The cases the journal holds as finished, by id (the last record of an id wins).
+
+    Raises AbError when the journal was made for another suite, other keeps or other settings.
+    """
+    lines = _read_lines(path)
+    differences = JournalHeader.from_json(lines[0]).differences(header)
+    if differences:
+        raise AbError(f"cannot resume from {path}: it was made with {'; '.join(differences)}; "
+                      "run the same suite with the same keeps and settings, or start over without resuming")
+    try:
+        records = [CaseRecord.from_json(line) for line in lines[1:]]
+    except (KeyError, TypeError) as e:
+        raise AbError(f"{path}: a case record is damaged ({e}); start over without resuming") from None
+    return {record.id: record for record in records if not record.failed}
+
+
+def append_case(path: Path, record: CaseRecord) -> None:
+    """Add one case, on disk before the next case starts (a crash keeps it)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(_line(record.to_json()))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _line(data: dict) -> str:
+    return json.dumps(data, ensure_ascii=False) + "\n"
+
+
+def _read_lines(path: Path) -> list[dict]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise AbError(f"cannot read the journal {path}: {e.strerror or e}") from e
+    raw_lines = text.splitlines()
+    lines: list[dict] = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append(json.loads(raw))
+        except json.JSONDecodeError:
+            if number == len(raw_lines) and not text.endswith("\n"):
+                break  # the last line, cut short by a kill mid-write: that case runs again
+            raise AbError(f"{path}:{number}: not a journal line") from None
+    if not lines or lines[0].get("journal") != FORMAT:
+        raise AbError(f"{path} is not an A/B journal")
+    return lines

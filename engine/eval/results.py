@@ -1,0 +1,233 @@
+"""An A/B report as typed, frozen records, and their JSON.
+
+    report = AbReport.from_json(json.loads(path.read_text()))
+    report.summary.overall.spec["0.2"].speedup, report.cases[0].baseline.result.answer
+
+The JSON keeps the field names reports have always had (checks outside this repo read
+them). Fields added since appear only when they say something: `status` and `error` on a
+case that failed, `n_errors` in a summary that left failed cases out. So a report written
+before them reads back, and writes out, unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+from engine.core.events import RunName, RunResult
+
+ERROR_STATUS = "error"  # a case record's `status` when the case failed; absent when it finished
+BASELINE = "baseline"
+
+
+def run_label(keep: str | None) -> str:
+    """How a run is named in tables and progress: "baseline" or "keep 0.2"."""
+    return BASELINE if keep is None else f"keep {keep}"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of one case: the engine's result, scored."""
+
+    result: RunResult
+    correct: bool | None  # None: the case has no expected answers
+    agreement: float | None = None  # ROUGE-L F1 against the baseline's answer; SpecPrefill runs only
+
+    @property
+    def is_spec(self) -> bool:
+        return self.result.run == "spec"
+
+    def to_json(self) -> dict:
+        data = {**self.result.to_json(), "correct": self.correct}
+        if self.is_spec:
+            data["agreement"] = self.agreement
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict, run: RunName) -> RunRecord:
+        scores = ("correct", "agreement")
+        result = RunResult(run=run, **{k: v for k, v in data.items() if k not in scores})
+        return cls(result, data["correct"], data.get("agreement"))
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    """A case, its baseline run and one SpecPrefill run per keep; or why it failed."""
+
+    id: str
+    kind: str
+    question: str
+    answers: tuple[str, ...] | None
+    doc: str
+    prompt_tokens: int | None  # None when the case failed before its baseline finished
+    baseline: RunRecord | None  # None when the case failed before it finished
+    spec: dict[str, RunRecord]  # by keep as typed; a failed case holds the keeps that finished
+    error: str | None = None  # why the case failed; None when it finished
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def runs(self) -> Iterator[tuple[str | None, RunRecord]]:
+        """(None, the baseline), then (keep, run) for each SpecPrefill run that finished."""
+        if self.baseline is not None:
+            yield None, self.baseline
+        yield from self.spec.items()
+
+    def to_json(self) -> dict:
+        data = {
+            "id": self.id, "kind": self.kind, "question": self.question,
+            "answers": None if self.answers is None else list(self.answers), "doc": self.doc,
+            "prompt_tokens": self.prompt_tokens,
+            "baseline": None if self.baseline is None else self.baseline.to_json(),
+            "spec": {keep: run.to_json() for keep, run in self.spec.items()},
+        }
+        if self.failed:
+            data.update(status=ERROR_STATUS, error=self.error)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> CaseRecord:
+        answers, baseline = data["answers"], data["baseline"]
+        return cls(
+            id=data["id"], kind=data["kind"], question=data["question"],
+            answers=None if answers is None else tuple(answers), doc=data["doc"],
+            prompt_tokens=data["prompt_tokens"],
+            baseline=None if baseline is None else RunRecord.from_json(baseline, "baseline"),
+            spec={keep: RunRecord.from_json(run, "spec") for keep, run in data["spec"].items()},
+            error=data.get("error"))
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Accuracy, agreement and mean timings of the baseline, or of one keep, over a group of cases."""
+
+    run: RunName
+    accuracy: float | None  # None when no case of the group has expected answers
+    n_scored: int
+    agreement: float | None = None
+    mean_ttft_s: float | None = None
+    mean_tokenize_s: float | None = None
+    mean_target_prefill_s: float | None = None
+    mean_draft_s: float | None = None
+    mean_select_s: float | None = None
+    mean_kept_fraction: float | None = None
+    speedup: float | None = None
+    n_bypassed: int | None = None
+
+    SPEC_ONLY = ("agreement", "mean_draft_s", "mean_select_s", "mean_kept_fraction", "speedup", "n_bypassed")
+
+    def to_json(self) -> dict:
+        left_out = {"run", *(self.SPEC_ONLY if self.run == "baseline" else ())}
+        return {name: value for name, value in asdict(self).items() if name not in left_out}
+
+    @classmethod
+    def from_json(cls, data: dict, run: RunName) -> RunSummary:
+        return cls(run=run, **data)
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """The figures of a group of cases (the whole suite, or one kind). Failed cases are counted, not averaged."""
+
+    n_cases: int
+    baseline: RunSummary
+    spec: dict[str, RunSummary]  # by keep
+    n_errors: int = 0
+
+    def runs(self) -> Iterator[tuple[str | None, RunSummary]]:
+        yield None, self.baseline
+        yield from self.spec.items()
+
+    def to_json(self) -> dict:
+        data = {"n_cases": self.n_cases, "baseline": self.baseline.to_json(),
+                "spec": {keep: s.to_json() for keep, s in self.spec.items()}}
+        if self.n_errors:
+            data["n_errors"] = self.n_errors
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> GroupSummary:
+        return cls(n_cases=data["n_cases"], baseline=RunSummary.from_json(data["baseline"], "baseline"),
+                   spec={keep: RunSummary.from_json(s, "spec") for keep, s in data["spec"].items()},
+                   n_errors=data.get("n_errors", 0))
+
+
+@dataclass(frozen=True)
+class Summary:
+    keeps: tuple[str, ...]  # as typed
+    overall: GroupSummary
+    by_kind: dict[str, GroupSummary]
+
+    def to_json(self) -> dict:
+        overall = self.overall.to_json()
+        return {"n_cases": overall.pop("n_cases"), "keeps": list(self.keeps), **overall,
+                "by_kind": {kind: group.to_json() for kind, group in self.by_kind.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Summary:
+        return cls(keeps=tuple(data["keeps"]), overall=GroupSummary.from_json(data),
+                   by_kind={kind: GroupSummary.from_json(group) for kind, group in data["by_kind"].items()})
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    path: str
+    default: bool  # one of the default models, whose hash Engine.load verified
+    sha256: str | None  # the default's hash; None for a custom file (not re-hashed)
+
+
+@dataclass(frozen=True)
+class Versions:
+    python: str
+    torch: str | None
+    llama_cpp_python: str | None
+    specprefill: str | None
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What produced the numbers: models, runtime, settings."""
+
+    target: ModelEntry
+    draft: ModelEntry
+    device: str
+    n_ctx: int
+    restore_supported: bool
+    positions_requested: str
+    positions_used: str | None  # None when every SpecPrefill run was bypassed
+    threads: int | None
+    versions: Versions
+    platform: str
+    date: str  # ISO 8601, UTC
+    settings: dict = field(default_factory=dict)  # RunSettings but keep, as recorded: older reports have fewer
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Environment:
+        return cls(**{**data, "target": ModelEntry(**data["target"]), "draft": ModelEntry(**data["draft"]),
+                      "versions": Versions(**data["versions"])})
+
+
+@dataclass(frozen=True)
+class AbReport:
+    summary: Summary
+    cases: tuple[CaseRecord, ...]
+    environment: Environment
+
+    @property
+    def failed_cases(self) -> list[CaseRecord]:
+        return [case for case in self.cases if case.failed]
+
+    def to_json(self) -> dict:
+        return {"summary": self.summary.to_json(), "cases": [case.to_json() for case in self.cases],
+                "environment": self.environment.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> AbReport:
+        return cls(summary=Summary.from_json(data["summary"]),
+                   cases=tuple(CaseRecord.from_json(case) for case in data["cases"]),
+                   environment=Environment.from_json(data["environment"]))
