@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from engine.api import RunResult
 from engine.api import answer_agreement
-from desktop.formatting import fmt_seconds
+from engine.api import format_seconds
 from desktop.worker import Worker, make_pool
 
 NOT_YET = "—"
@@ -92,6 +92,6 @@ def _speedup_text(baseline: RunResult, spec: RunResult) -> str:
     ratio = speedup(baseline, spec)
     if ratio is None:
         return f"Speed-up: {NOT_YET}"
-    times = f"TTFT {fmt_seconds(baseline.ttft_s)} → {fmt_seconds(spec.ttft_s)}"
+    times = f"TTFT {format_seconds(baseline.ttft_s)} → {format_seconds(spec.ttft_s)}"
     note = ", SpecPrefill bypassed" if spec.bypassed else ""
     return f"Speed-up: {ratio:.2f}× ({times}{note})"

@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QW
 
 from engine.api import Document
 from desktop.engine_host import Prediction
-from desktop.formatting import fmt_count, fmt_percent, fmt_seconds
+from engine.api import format_count, format_percent_short, format_seconds
 
 MAX_WARNINGS_SHOWN = 3
 NOT_CALIBRATED = "Predicted TTFT: not calibrated: run `specprefill calibrate`"
@@ -18,7 +18,7 @@ def describe_parts(document: Document) -> str:
     """"12 pages", "48 files" or "1 text file"."""
     n = len(document.segments)
     noun = {"pdf": "page", "folder": "file"}.get(document.kind, "text file")
-    return f"{fmt_count(n)} {noun}{'' if n == 1 else 's'}"
+    return f"{format_count(n)} {noun}{'' if n == 1 else 's'}"
 
 
 def prediction_text(estimate: dict | None) -> str:
@@ -26,10 +26,10 @@ def prediction_text(estimate: dict | None) -> str:
     if estimate is None:
         return NOT_CALIBRATED
     return (
-        f"Predicted TTFT at keep {fmt_percent(estimate['keep'])}: "
-        f"full prefill {fmt_seconds(estimate['baseline_ttft_s'])} → "
-        f"SpecPrefill {fmt_seconds(estimate['spec_ttft_s'])} "
-        f"(draft {fmt_seconds(estimate['draft_s'])} + prefill {fmt_seconds(estimate['target_prefill_s'])}) · "
+        f"Predicted TTFT at keep {format_percent_short(estimate['keep'])}: "
+        f"full prefill {format_seconds(estimate['baseline_ttft_s'])} → "
+        f"SpecPrefill {format_seconds(estimate['spec_ttft_s'])} "
+        f"(draft {format_seconds(estimate['draft_s'])} + prefill {format_seconds(estimate['target_prefill_s'])}) · "
         f"speed-up {estimate['speedup']:.2f}×"
     )
 
@@ -109,14 +109,14 @@ class DocumentInfoBar(QWidget):
         self._hide_progress()
         self.title.setText(document.path.name or str(document.path))
         self.title.setToolTip(str(document.path))
-        self._characters = f"{describe_parts(document)} · {fmt_count(len(document.text))} characters"
+        self._characters = f"{describe_parts(document)} · {format_count(len(document.text))} characters"
         self._tokens = "tokens: counted once the models are loaded"
         self._refresh_details()
         self.show_prediction(None)
         self._show_warnings(document.warnings)
 
     def show_token_count(self, tokens: int) -> None:
-        self._tokens = f"{fmt_count(tokens)} tokens"
+        self._tokens = f"{format_count(tokens)} tokens"
         self._refresh_details()
 
     def show_prediction(self, prediction: Prediction | None) -> None:

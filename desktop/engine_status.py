@@ -6,7 +6,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
-from desktop.formatting import fmt_bytes, fmt_count
+from engine.api import format_bytes, format_count
 
 
 def positions_text(supported: bool) -> str:
@@ -40,8 +40,8 @@ class EngineStatus:
         self.models.setText(f"Target: {info.target_name}  ·  Draft: {info.draft_name}")
         self.models.setToolTip(f"Target: {info.target_path}\nDraft: {info.draft_path}")
         self.positions.setText(positions_text(bool(info.positions_supported)))
-        self.memory.setText(f"Draft memory: {fmt_bytes(int(info.draft_memory_bytes))}")
-        self.device.setText(f"Device: {info.device} · context {fmt_count(int(info.n_ctx))}")
+        self.memory.setText(f"Draft memory: {format_bytes(int(info.draft_memory_bytes))}")
+        self.device.setText(f"Device: {info.device} · context {format_count(int(info.n_ctx))}")
 
     def _clear_details(self) -> None:
         for label in (self.positions, self.memory, self.device):

@@ -35,7 +35,7 @@ from engine.api import Selection
 from engine.api import Document
 from desktop import heat_colors
 from desktop.error_banner import failure_text
-from desktop.formatting import fmt_count, fmt_percent
+from engine.api import format_count, format_percent_short
 from desktop.minimap import Band, Minimap, bands_for
 from desktop.selection_map import ChunkSpan, SelectionLayout, layout_selection, merge_ranges
 from desktop.text_projection import TextProjection, Utf16Index
@@ -50,7 +50,7 @@ Highlight = tuple[int, int, QColor | None]  # a view range and its background; N
 
 
 def _dropped_marker(n_chars: int) -> str:
-    return f"\n[… {fmt_count(n_chars)} kept characters not shown …]\n"
+    return f"\n[… {format_count(n_chars)} kept characters not shown …]\n"
 
 
 class _RangeHighlighter(QSyntaxHighlighter):
@@ -369,7 +369,7 @@ class KeptTokenView(QWidget):
         layout, doc_length = self._layout, len(self.document.text)
         fraction = layout.kept_chars / doc_length if doc_length else 0.0
         return (
-            f"Kept {fmt_percent(fraction)} of the document: {layout.kept_chunks} of {len(layout.spans)} chunks"
+            f"Kept {format_percent_short(fraction)} of the document: {layout.kept_chunks} of {len(layout.spans)} chunks"
             f" ({layout.protected_chunks} protected)"
         )
 
@@ -381,7 +381,7 @@ class KeptTokenView(QWidget):
         for index, segment in enumerate(document.segments):
             label = segment.label
             if layout is not None:
-                label += f"  ·  {fmt_percent(layout.coverage[index])} kept"
+                label += f"  ·  {format_percent_short(layout.coverage[index])} kept"
             item = QListWidgetItem(label)
             item.setData(Qt.ItemDataRole.UserRole, index)
             self.segments.addItem(item)

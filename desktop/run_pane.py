@@ -9,7 +9,7 @@ from PySide6.QtGui import QFont, QTextCursor
 from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QPlainTextEdit, QProgressBar, QVBoxLayout, QWidget
 
 from engine.api import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
-from desktop.formatting import fmt_count, fmt_percent, fmt_rate, fmt_seconds
+from engine.api import format_count, format_percent_short, format_rate, format_seconds
 
 STAGE_TEXT = {
     "tokenizing": "Tokenizing",
@@ -165,18 +165,18 @@ class RunPane(QFrame):
 
     def _on_progress(self, event: Progress) -> None:
         text = STAGE_TEXT.get(event.stage, event.stage.capitalize())
-        self.status.setText(f"{text} {fmt_count(event.done)} of {fmt_count(event.total)} tokens")
+        self.status.setText(f"{text} {format_count(event.done)} of {format_count(event.total)} tokens")
         self.progress.setRange(0, max(event.total, 1))
         self.progress.setValue(min(event.done, event.total))
 
     def _on_token(self, event: TokenGenerated) -> None:
         if self._generated == 0 and self._stage_started is not None:
             # Until the run reports its exact TTFT, show what the user actually waited.
-            self.ttft.setText(fmt_seconds(time.monotonic() - self._stage_started))
+            self.ttft.setText(format_seconds(time.monotonic() - self._stage_started))
             self.ttft.setStyleSheet("color: palette(mid);")
             self.ttft_caption.setText(TTFT_PROVISIONAL)
         self._generated = event.index + 1
-        self.status.setText(f"Generating: {fmt_count(self._generated)} tokens")
+        self.status.setText(f"Generating: {format_count(self._generated)} tokens")
         self.progress.setValue(min(self._generated, self.progress.maximum()))
         self._append_answer(event.text)
 
@@ -202,11 +202,11 @@ class RunPane(QFrame):
         self.status.setText("Done" + (f" ({result.stop_reason})" if result.stop_reason else ""))
         self.progress.setRange(0, 1)
         self.progress.setValue(1)
-        self.ttft.setText(fmt_seconds(result.ttft_s))
+        self.ttft.setText(format_seconds(result.ttft_s))
         self.ttft.setStyleSheet("")
         self.ttft_caption.setText(TTFT_CAPTION)
-        self.prefilled.setText(f"{fmt_count(result.prefill_tokens)} of {fmt_count(result.prompt_tokens)}")
-        self.decode.setText(fmt_rate(result.decode_tok_s))
+        self.prefilled.setText(f"{format_count(result.prefill_tokens)} of {format_count(result.prompt_tokens)}")
+        self.decode.setText(format_rate(result.decode_tok_s))
         if result.answer and result.answer != self.answer.toPlainText():
             self.answer.setPlainText(result.answer)  # the final answer is authoritative
         if self.is_spec:
@@ -222,5 +222,5 @@ class RunPane(QFrame):
             self.notice.setText(f"SpecPrefill bypassed{reason}")
             self.notice.show()
             return
-        self.kept.setText(f"{fmt_percent(result.kept_fraction)} of {fmt_count(result.prompt_tokens)} tokens")
+        self.kept.setText(f"{format_percent_short(result.kept_fraction)} of {format_count(result.prompt_tokens)} tokens")
         self.positions.setText(POSITION_TEXT.get(result.positions, result.positions))
