@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication
 
-from engine.api import CancelToken, ModelSettings, load_document, load_engine, prepare_models
+from engine.api import CancelToken, ModelSettings, app_version, load_document, load_engine, prepare_models
 from desktop.engine_host import EngineLike, ProgressFn
 from desktop.main_window import MainWindow
 from desktop.screenshot import ScreenshotDirector, ShotPlan
@@ -44,6 +44,7 @@ def load_real_document(path, *, password=None, cancel=None, progress=None):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="specprefill-gui", description="SpecPrefill desktop document analyzer")
+    parser.add_argument("--version", action="version", version=f"specprefill-gui {app_version()}")
     parser.add_argument("--doc", metavar="PATH", help="open this PDF, text file or code folder at start")
     parser.add_argument("--screenshot", metavar="OUT.png", type=Path, help="save a PNG of the window and exit")
     parser.add_argument("--run-question", metavar="TEXT", help="with --screenshot: run a compare on --doc first")

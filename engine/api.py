@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.core.about import APP_NAME, app_version
 from engine.core.atomic import write_bytes_atomic, write_text_atomic
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsError, EngineBusyError, IngestError,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from engine.pipeline import Engine
 
 __all__ = [
+    "APP_NAME", "app_version",
     "AbError", "AbFinished", "AbProgress", "AbRunDone", "Cancelled", "CancelToken", "Case", "CompareResult",
     "ContextOverflowError", "DEFAULT_DRAFT", "DEFAULT_KEEPS", "DEFAULT_KIND", "DEFAULT_MIN_TOKENS",
     "DEFAULT_TARGET", "DefaultModelsError", "Document", "EngineBusyError", "EngineEvent", "IngestError",

@@ -11,16 +11,17 @@ import argparse
 import logging
 import sys
 
-from engine.cli import ab, bench, calibrate, estimate, models, run
+from engine.cli import ab, bench, calibrate, doctor, estimate, models, run
 from engine.cli.loading import install_ctrl_c
 from engine.cli.options import EXIT_USAGE, OneLineParser
+from engine.core.about import app_version
 from engine.core.cancel import CancelToken
 from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsError, NotCalibratedError,
                                 PasswordError, PositionsUnsupportedError, SpecPrefillError)
 
 EXIT_INTERNAL = 1
 EXIT_CANCELLED = 130
-VERBS = (run, models, bench, calibrate, estimate, ab)
+VERBS = (run, models, doctor, bench, calibrate, estimate, ab)
 
 # The remedy each error type gets on this command line, most specific type first.
 REMEDIES: tuple[tuple[type[Exception], str], ...] = (
@@ -35,6 +36,7 @@ REMEDIES: tuple[tuple[type[Exception], str], ...] = (
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="specprefill", description="Speculative Prefill for long documents")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--version", action="version", version=f"specprefill {app_version()}")
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=OneLineParser)
     for verb in VERBS:
         verb.add_parser(sub)

@@ -43,6 +43,13 @@ def ensure_backend() -> None:
             _BACKEND_READY = True
 
 
+def build_info() -> tuple[str, bool]:
+    """llama.cpp's build flags (CPU features, backends) and whether it can offload layers to a GPU."""
+    ensure_backend()
+    flags = L.llama_print_system_info().decode("utf-8", "replace").strip(" |")
+    return " ".join(flags.split()), bool(L.llama_supports_gpu_offload())
+
+
 class LlamaModel:
     """A loaded GGUF model and its vocabulary."""
 

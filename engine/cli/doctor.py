@@ -1,0 +1,30 @@
+"""`specprefill doctor`: one line per component; exit 0 when the app can run, 2 with the reason when not."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.cli.options import add_model_options, model_settings_from
+from engine.core.cancel import CancelToken
+from engine.core.errors import DefaultModelsError, ModelError
+from engine.pipeline.diagnostics import diagnose
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("doctor", help="versions, build flags, devices, models and calibration; "
+                                             "exit 0 when the app can run")
+    add_model_options(p)
+    p.set_defaults(command=command)
+    return p
+
+
+def command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    checks = diagnose(model_settings_from(args))
+    for check in checks:
+        print(f"{check.name + ':':13} {check.text}")
+    failed = next((check for check in checks if not check.ok), None)
+    if failed is not None:  # main() prints it as the one error line, exit 2, with the CLI's remedy
+        custom = getattr(args, failed.name) is not None  # --target / --draft
+        error = ModelError if custom else DefaultModelsError
+        raise error(f"cannot run: the {failed.name} model {failed.text}")
+    return 0
