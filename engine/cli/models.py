@@ -9,7 +9,8 @@ from engine.cli.loading import ctrl_c_interrupts, print_progress
 from engine.core.cancel import CancelToken
 from engine.core.settings import ModelSettings
 from engine.models import defaults
-from engine.pipeline.prepare import prepare_models, probe_restore_support
+from engine.pipeline.diagnostics import probe_restore_support
+from engine.pipeline.prepare import prepare_models
 
 RESTORE_LABEL = {True: "supported (patched llama.cpp)", False: "NOT supported: renumber fallback", None: "unknown"}
 

@@ -18,10 +18,10 @@ from engine.core.errors import NotCalibratedError
 from engine.core.formatting import format_bytes
 from engine.core.settings import ModelSettings
 from engine.draft.loader import pick_device
-from engine.llama.native import build_info
+from engine.llama.native import LlamaContext, LlamaModel, build_info
+from engine.llama.runtime import TargetRuntime
 from engine.models import defaults
 from engine.pipeline import costmodel
-from engine.pipeline.prepare import probe_restore_support
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,16 @@ def package_version(name: str) -> str:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+def probe_restore_support(target_path: Path) -> bool:
+    """Whether this llama.cpp build accepts gapped positions (`restore`), on a small context."""
+    model = LlamaModel(target_path)
+    runtime = TargetRuntime(model, LlamaContext(model, n_ctx=256, n_batch=64, n_threads=1))
+    try:
+        return runtime.accepts_gapped_positions()
+    finally:
+        runtime.close()
 
 
 def check_python() -> Check:

@@ -14,8 +14,6 @@ from pathlib import Path
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.settings import ModelSettings
 from engine.draft.loader import ensure_dequantized
-from engine.llama.native import LlamaContext, LlamaModel
-from engine.llama.runtime import TargetRuntime
 from engine.models import defaults
 
 ProgressFn = Callable[[int, int, str], None]
@@ -42,13 +40,3 @@ def prepare_models(settings: ModelSettings | None = None, progress: ProgressFn |
         cancel.raise_if_cancelled()
         progress(0, 1, "caching the dequantized draft (first time only)")
         ensure_dequantized(Path(draft), cancel)
-
-
-def probe_restore_support(target_path: Path) -> bool:
-    """Whether this llama.cpp build accepts gapped positions (`restore`), on a small context."""
-    model = LlamaModel(target_path)
-    runtime = TargetRuntime(model, LlamaContext(model, n_ctx=256, n_batch=64, n_threads=1))
-    try:
-        return runtime.accepts_gapped_positions()
-    finally:
-        runtime.close()
