@@ -43,7 +43,7 @@ class RunControls(QWidget):
         self.baseline_button = QPushButton("Full prefill only")
         self.spec_button = QPushButton("SpecPrefill only")
         self._tips = {
-            self.compare_button: "Run full prefill, then SpecPrefill, and compare them",
+            self.compare_button: "Run SpecPrefill (the fast answer shows first), then full prefill, and compare them",
             self.baseline_button: "Prefill the whole prompt into the target (the baseline)",
             self.spec_button: "Let the draft pick the tokens that matter; prefill only those",
         }

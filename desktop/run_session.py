@@ -7,9 +7,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.api import RunFinished, RunResult
-from engine.api import Document
-from engine.api import RunSettings
+from engine.api import Document, RunFinished, RunResult, RunSettings, run_order
 from desktop.engine_host import EngineHost
 from desktop.job_session import EngineJobSession
 
@@ -25,7 +23,7 @@ class RunRequest:
 
     @property
     def runs(self) -> tuple[str, ...]:
-        return ("baseline", "spec") if self.mode == "both" else (self.mode,)
+        return tuple(run_order(self.mode, spec_first=True))  # the fast answer first
 
 
 class RunSession(EngineJobSession):
@@ -49,6 +47,7 @@ class RunSession(EngineJobSession):
             mode=request.mode,
             settings=request.settings,
             cancel=ctx.cancel,
+            spec_first=True,
         ))
 
     def _forget_results(self) -> None:

@@ -18,7 +18,7 @@ from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsEr
 from engine.core.formatting import (MISSING, format_accuracy, format_bytes, format_count, format_duration,
                                     format_percent, format_percent_short, format_rate, format_ratio, format_seconds)
 from engine.core.events import (CompareResult, EngineEvent, Notice, Progress, RunFinished, RunName, RunResult,
-                                Selection, SelectionMade, Stage, StageChanged, TokenGenerated)
+                                Selection, SelectionMade, Stage, StageChanged, TokenGenerated, run_order)
 from engine.core.settings import (DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, describe, option_of,
                                   options, validate, value_type)
 from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbFinished, AbProgress, AbRunDone, parse_keeps,
@@ -46,7 +46,7 @@ __all__ = [
     "StageChanged", "SuiteError", "TokenGenerated", "answer_agreement", "describe", "format_duration",
     "load_document", "load_engine", "load_suite", "option_of", "options", "parse_keeps",
     "parse_suite", "prepare_models", "quality_plot_png", "render_html", "run_label", "run_record", "run_suite",
-    "ttft_plot_png", "validate", "value_type", "write_bytes_atomic", "write_csv", "write_text_atomic",
+    "run_order", "ttft_plot_png", "validate", "value_type", "write_bytes_atomic", "write_csv", "write_text_atomic",
     "AbCaseDone", "AbReport", "CaseRecord", "GroupSummary", "RunRecord", "RunSummary", "Summary", "format_accuracy",
     "format_bytes", "format_count", "format_percent", "format_percent_short", "format_rate", "format_ratio",
     "format_seconds",

@@ -14,6 +14,13 @@ RunName = Literal["baseline", "spec"]
 Stage = Literal["tokenizing", "draft", "select", "prefill", "generating", "done"]
 
 
+def run_order(mode: str, spec_first: bool = False) -> list[RunName]:
+    """The runs a request in `mode` makes, in the order they run."""
+    if mode != "both":
+        return [mode]  # type: ignore[list-item]
+    return ["spec", "baseline"] if spec_first else ["baseline", "spec"]
+
+
 @dataclass(frozen=True)
 class StageChanged:
     run: RunName

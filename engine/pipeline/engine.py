@@ -24,7 +24,7 @@ import torch
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import EngineBusyError, ModelError, PositionsUnsupportedError, SettingsError
 from engine.core.events import (EngineEvent, Notice, Progress, RunFinished, RunName, RunResult, Selection,
-                                SelectionMade, Stage, StageChanged, TokenGenerated)
+                                SelectionMade, Stage, StageChanged, TokenGenerated, run_order)
 from engine.core.memory import require_fits
 from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelSettings, RunSettings
 from engine.core.steps import Steps
@@ -102,6 +102,9 @@ def _open_target(settings: ModelSettings, target_path: Path, target_name: str, d
     except BaseException:
         target.close()  # free the native memory now, not at garbage collection
         raise
+
+
+WARM_UP_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -182,12 +185,23 @@ class Engine:
         except BaseException:
             runtime.close()  # free the target's native memory now, not at garbage collection
             raise
+        engine = cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info, costmodel.load_matching(info))
+        engine._warm_up()
         if progress:
             progress(3, 3, "ready")
-        return cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info, costmodel.load_matching(info))
+        return engine
 
     def close(self) -> None:
         self.runtime.close()
+
+    def _warm_up(self) -> None:
+        """One tiny pass through each model, so the first run of a session pays no first-touch costs
+        (the target's weights are mapped pages read on first use): whichever run comes first, both
+        start from the same warm state."""
+        tokens = self.sample_tokens("warm up", WARM_UP_TOKENS, "warm-up")
+        self.runtime.prefill(np.asarray(tokens, dtype=np.int32), np.arange(len(tokens), dtype=np.int32))
+        self.runtime.context.clear()
+        self.scorer.score(tokens, lookahead=1, kernel=1)
 
     # -- tools: tokens, timings, probes (bench, calibration and the CLI use these) ----
     def tokenize(self, text: str) -> list[int]:
@@ -259,8 +273,11 @@ class Engine:
 
     # -- requests -------------------------------------------------------------
     def stream(self, document: Document | str, question: str, mode: str = "both",
-               settings: RunSettings | None = None, cancel: CancelToken = NEVER) -> Iterator[EngineEvent]:
-        """Events for the baseline and/or SpecPrefill run; baseline first in `both` mode.
+               settings: RunSettings | None = None, cancel: CancelToken = NEVER,
+               spec_first: bool = False) -> Iterator[EngineEvent]:
+        """Events for the baseline and/or SpecPrefill run; in `both` mode baseline first, or
+        SpecPrefill first with `spec_first` (the app: the fast answer shows first). The order
+        does not favour either run: the models were warmed up at load (`_warm_up`).
 
         One stream at a time: a second one started while another is active is refused
         (EngineBusyError), never run alongside it.
@@ -269,7 +286,7 @@ class Engine:
         text = document.text if isinstance(document, Document) else document
         if not question.strip():
             raise ValueError("the question is empty")
-        runs: list[RunName] = ["baseline", "spec"] if mode == "both" else [mode]  # type: ignore[list-item]
+        runs = run_order(mode, spec_first)
         with self._exclusive():
             for run in runs:
                 yield from self._run(run, text, question, settings, cancel)

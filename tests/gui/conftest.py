@@ -32,6 +32,7 @@ from engine.core.events import (
     SelectionMade,
     StageChanged,
     TokenGenerated,
+    run_order,
 )
 from engine.ingest.document import Document, Segment
 from engine.core.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
@@ -60,6 +61,7 @@ class FakeConfig:
     draft_step_s: float = 0.01
     prefill_steps: int = 4
     prefill_step_s: float = 0.01
+    baseline_prefill_step_s: float | None = None  # a slower full prefill than SpecPrefill's, when set
     token_s: float = 0.004
     baseline_ttft_s: float = 4.0
     spec_ttft_s: float = 1.0
@@ -145,12 +147,14 @@ class FakeEngine:
         threshold = DEFAULT_MIN_TOKENS if settings.min_tokens is None else settings.min_tokens
         return "" if n_tokens >= threshold else f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}"
 
-    def stream(self, document: Document, question: str, mode: str, settings: RunSettings, cancel: CancelToken):
-        self.requests.append({"mode": mode, "question": question, "settings": settings, "document": document})
+    def stream(self, document: Document, question: str, mode: str, settings: RunSettings, cancel: CancelToken,
+               spec_first: bool = False):
+        self.requests.append({"mode": mode, "question": question, "settings": settings, "document": document,
+                              "spec_first": spec_first})
         if self.config.notice:
             yield Notice(None, self.config.notice)
         prompt, doc_span = build_prompt(document.text, question)
-        runs = ["baseline", "spec"] if mode == "both" else [mode]
+        runs = run_order(mode, spec_first)
         for run in runs:
             yield from self._run(run, prompt, doc_span, settings, cancel)
 
@@ -186,8 +190,9 @@ class FakeEngine:
             kept_tokens = sum(chunk_length(selection, i) for i in selection.kept_chunks)
             prefill_tokens, kept_fraction = kept_tokens, kept_tokens / n_tokens
         yield self._stage(run, "prefill", cancel)
+        step_s = cfg.baseline_prefill_step_s if run == "baseline" and cfg.baseline_prefill_step_s else cfg.prefill_step_s
         for step in range(1, cfg.prefill_steps + 1):
-            wait(cfg.prefill_step_s, cancel)
+            wait(step_s, cancel)
             yield Progress(run, "prefill", prefill_tokens * step // cfg.prefill_steps, prefill_tokens)
         yield self._stage(run, "generating", cancel)
         answer = BASELINE_ANSWER if run == "baseline" or bypassed else spec_answer(settings.keep)

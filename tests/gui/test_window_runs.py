@@ -156,16 +156,24 @@ def test_cancel_mid_stage_ends_within_a_second_and_the_app_stays_usable(
     assert window.spec_pane.answer.toPlainText() == SPEC_ANSWER
 
 
-def test_cancel_during_compare_keeps_the_finished_baseline(loaded_window, qtbot, engine_factory, fake_config):
-    slow_stage(fake_config, "draft")
+def test_compare_shows_the_fast_answer_first(loaded_window, qtbot, engine_factory):
     window = loaded_window
     window.controls.compare_button.click()
-    qtbot.waitUntil(lambda: engine_factory.engine.current_stage == "draft", timeout=3000)
+    wait_run_done(qtbot, window)
+    assert engine_factory.engine.requests[-1]["spec_first"] is True
+    assert window.spec_pane.result is not None and window.baseline_pane.result is not None
+
+
+def test_cancel_during_compare_keeps_the_finished_spec_answer(loaded_window, qtbot, engine_factory, fake_config):
+    fake_config.prefill_steps, fake_config.baseline_prefill_step_s = 200, 0.05
+    window = loaded_window
+    window.controls.compare_button.click()
+    qtbot.waitUntil(lambda: window.spec_pane.result is not None
+                    and engine_factory.engine.current_stage == "prefill", timeout=10_000)
     window.controls.cancel_button.click()
     wait_run_done(qtbot, window, timeout=1000)
-    assert window.baseline_pane.result is not None
-    assert window.baseline_pane.status.text().startswith("Done")
-    assert window.spec_pane.status.text() == "Cancelled"
+    assert window.spec_pane.status.text().startswith("Done")
+    assert window.baseline_pane.result is None and window.baseline_pane.status.text() == "Cancelled"
 
 
 def test_engine_error_is_shown_as_a_message_and_the_app_goes_on(loaded_window, qtbot, fake_config):
