@@ -26,9 +26,10 @@ from desktop.ab_session import AbOutcome, AbRequest, AbRow, CaseFailure
 from desktop.job_session import CANCELLED, FAILED, FINISHED
 from desktop.suite_builder import quick_check_case
 from desktop.suite_panel import SuitePanel
+from desktop.theme import text_css
 
 QUICK_CHECK_KEEPS = parse_keeps(DEFAULT_KEEPS)  # three keep values
-ERROR_STYLE, OK_STYLE = "color: #b91c1c;", ""
+ERROR_COLOR, OK_STYLE = "#b91c1c", ""
 
 
 def progress_text(p: AbProgress) -> str:
@@ -92,6 +93,7 @@ class AbTab(QWidget):
         right_column.addWidget(self.message)
         right_column.addWidget(self.results, 1)
         splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.setObjectName("abSplitter")  # the window remembers its position by this name
         splitter.addWidget(self.suite)
         splitter.addWidget(right)
         splitter.setStretchFactor(1, 2)
@@ -177,7 +179,7 @@ class AbTab(QWidget):
 
     def _say(self, text: str, *, error: bool = False) -> None:
         self.message.setText(text)
-        self.message.setStyleSheet(ERROR_STYLE if error else OK_STYLE)
+        self.message.setStyleSheet(text_css(self.message, ERROR_COLOR) if error else OK_STYLE)
 
     def _refresh_buttons(self) -> None:
         self.run_button.setEnabled(self._can_run and bool(self.suite.cases))

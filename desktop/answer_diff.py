@@ -8,6 +8,8 @@ import re
 
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QRadioButton, QTextBrowser, QVBoxLayout, QWidget
 
+from desktop.theme import highlight_css
+
 WAITING_FOR_BOTH = "The differences show once both runs have answered the same question."
 _WORDS = re.compile(r"\s+|[^\s]+")
 
@@ -29,10 +31,10 @@ def word_diff(baseline: str, spec: str) -> list[DiffPart]:
     return parts
 
 
-_STYLE = {
+DIFF_STYLES = {
     "same": "",
-    "baseline": "background:#ffd7d5; text-decoration:line-through;",
-    "spec": "background:#ccffd8;",
+    "baseline": highlight_css("#ffd7d5", " text-decoration:line-through;"),
+    "spec": highlight_css("#ccffd8"),
 }
 
 
@@ -40,7 +42,7 @@ def diff_html(parts: list[DiffPart]) -> str:
     spans = []
     for op, text in parts:
         escaped = html.escape(text).replace("\n", "<br>")
-        spans.append(f'<span style="{_STYLE[op]}">{escaped}</span>' if _STYLE[op] else escaped)
+        spans.append(f'<span style="{DIFF_STYLES[op]}">{escaped}</span>' if DIFF_STYLES[op] else escaped)
     return "".join(spans)
 
 
@@ -66,8 +68,8 @@ class AnswerCompareView(QWidget):
             button.toggled.connect(self._refresh)
             row.addWidget(button)
         legend = QLabel(
-            '<span style="background:#ffd7d5; text-decoration:line-through;">only in full prefill</span>'
-            '&nbsp;&nbsp;<span style="background:#ccffd8;">only in SpecPrefill</span>'
+            f'<span style="{DIFF_STYLES["baseline"]}">only in full prefill</span>'
+            f'&nbsp;&nbsp;<span style="{DIFF_STYLES["spec"]}">only in SpecPrefill</span>'
         )
         row.addStretch(1)
         row.addWidget(legend)

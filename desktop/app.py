@@ -10,8 +10,10 @@ import argparse
 import logging
 import os
 import sys
+from importlib import resources
 from pathlib import Path
 
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from engine.api import CancelToken, ModelSettings, app_version, load_document, load_engine, prepare_models
@@ -19,10 +21,14 @@ from desktop.engine_host import EngineLike, ProgressFn
 from desktop.main_window import MainWindow
 from desktop.screenshot import ScreenshotDirector, ShotPlan
 from desktop.settings_store import APPLICATION, ORGANIZATION, default_qsettings
+from desktop.theme import THEME_SYSTEM, THEMES, apply_theme
 
 log = logging.getLogger("desktop")
 
 TAB_CHOICES = ("heatmap", "kept", "answers", "diff", "ab")
+SCREENSHOT_SIZE = "1400x900"
+DESKTOP_FILE_NAME = "specprefill"  # resources/desktop/specprefill.desktop; also the icon's theme name
+RESOURCE_PACKAGE = "specprefill_resources"  # resources/ of the repository, installed as package data
 
 
 def load_real_engine(settings: ModelSettings, progress: ProgressFn, cancel: CancelToken) -> EngineLike:
@@ -56,13 +62,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--tab", choices=TAB_CHOICES,
                         help="which lower view is shown (heatmap = kept tokens, ab = the A/B test tab)")
-    parser.add_argument("--size", default="1400x900", help="window size for --screenshot, WIDTHxHEIGHT")
+    parser.add_argument("--size", help=f"window size, WIDTHxHEIGHT (--screenshot: {SCREENSHOT_SIZE}; "
+                                       "otherwise the last session's size)")
+    parser.add_argument("--theme", choices=THEMES, default=THEME_SYSTEM,
+                        help="light or dark (Fusion style), or the system's look; also for --screenshot")
+    parser.add_argument("--show-about", action="store_true", help="with --screenshot: shoot the Help ▸ About box")
+    parser.add_argument("--screenshot-answers", metavar="OUT.png", type=Path,
+                        help="with --screenshot: also save the two answer panes alone, at the same moment")
     parser.add_argument("--screenshot-timeout", type=float, default=1800.0, metavar="SECONDS")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     options = parser.parse_args(argv)
     if options.run_question and not options.doc:
         parser.error("--run-question needs --doc")
-    options.width, options.height = _parse_size(parser, options.size)
+    options.width, options.height = _parse_size(parser, options.size or SCREENSHOT_SIZE)
     return options
 
 
@@ -74,6 +86,22 @@ def _parse_size(parser: argparse.ArgumentParser, text: str) -> tuple[int, int]:
     if width < 1000 or height < 650:
         parser.error("--size must be at least 1000x650")
     return width, height
+
+
+def app_icon() -> QIcon:
+    """Every size of the icon set shipped as package data (icons/hicolor/<size>/apps/); without the
+    package (a checkout not installed since it gained it), the desktop theme's icon of that name."""
+    try:
+        hicolor = resources.files(RESOURCE_PACKAGE).joinpath("icons", "hicolor")
+    except ModuleNotFoundError:
+        return QIcon.fromTheme(DESKTOP_FILE_NAME)
+    icon = QIcon()
+    # The PNGs first: a QIcon takes its engine from the first file, and the pixmap engine reports
+    # the exact sizes, which the window system's icon property is built from.
+    for size in sorted(hicolor.iterdir(), key=lambda folder: folder.name == "scalable"):
+        for image in size.joinpath("apps").iterdir():
+            icon.addFile(str(image))
+    return icon
 
 
 def use_offscreen_if_headless(options: argparse.Namespace) -> None:
@@ -107,12 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication(sys.argv[:1])
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
+    app.setDesktopFileName(DESKTOP_FILE_NAME)
+    app.setWindowIcon(app_icon())
+    apply_theme(app, options.theme)
     window = MainWindow(load_real_engine, loader=load_real_document, settings=default_qsettings(),
                         assemble_models=assemble_default_models)
     install_error_banner(window)
     if options.screenshot:
         return _run_screenshot(app, window, options)
-    window.resize(options.width, options.height)
+    window.restore_layout()
+    if options.size:  # asked for on the command line: wins over the remembered size
+        window.resize(options.width, options.height)
     window.show()
     window.start()
     if options.doc:
@@ -130,6 +163,8 @@ def _run_screenshot(app, window, options: argparse.Namespace) -> int:
         width=options.width,
         height=options.height,
         timeout_s=options.screenshot_timeout,
+        about=options.show_about,
+        answers_out=options.screenshot_answers,
     )
     director = ScreenshotDirector(window, plan)
     director.done.connect(lambda code: (window.close(), app.exit(code)))

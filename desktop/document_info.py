@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QW
 from engine.api import Document
 from desktop.engine_host import Prediction
 from engine.api import format_count, format_percent_short, format_seconds
+from desktop.theme import text_css
 
 MAX_WARNINGS_SHOWN = 3
 NOT_CALIBRATED = "Predicted TTFT: not calibrated: run `specprefill calibrate`"
@@ -55,7 +56,7 @@ class DocumentInfoBar(QWidget):
         self.warnings = QLabel("")
         self.warnings.setObjectName("ingestWarnings")
         self.warnings.setWordWrap(True)
-        self.warnings.setStyleSheet("color: #8a5300;")
+        self.warnings.setStyleSheet(text_css(self.warnings, BYPASSED_COLOR))
         self.warnings.hide()
         for label in (self.title, self.details, self.prediction, self.bypass, self.warnings):
             label.setTextFormat(Qt.TextFormat.PlainText)  # file names and messages are not markup
@@ -127,7 +128,7 @@ class DocumentInfoBar(QWidget):
             return
         self.prediction.setText(prediction_text(prediction.estimate))
         self.bypass.setText(bypass_text(prediction.bypass_reason))
-        self.bypass.setStyleSheet(f"color: {BYPASSED_COLOR if prediction.bypass_reason else RUNS_COLOR};")
+        self.bypass.setStyleSheet(text_css(self.bypass, BYPASSED_COLOR if prediction.bypass_reason else RUNS_COLOR))
 
     def show_counting(self) -> None:
         self._tokens = "counting tokens…"

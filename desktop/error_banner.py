@@ -25,10 +25,18 @@ REMEDIES: tuple[tuple[type[Exception], str], ...] = (
     (SettingsError, "check Settings"),
 )
 
-_STYLES = {
-    "error": "background: #f8d7da; color: #58151c; border: 1px solid #f1aeb5;",
-    "info": "background: #cfe2ff; color: #052c65; border: 1px solid #9ec5fe;",
+# kind: (background, text, border). The text colour is set on the banner's label and close
+# button too: they draw with the theme's text colour otherwise, light on this light background.
+_COLORS = {
+    "error": ("#f8d7da", "#58151c", "#f1aeb5"),
+    "info": ("#cfe2ff", "#052c65", "#9ec5fe"),
 }
+
+
+def banner_style(kind: str) -> str:
+    background, text, border = _COLORS[kind]
+    return (f"QFrame#errorBanner {{ background: {background}; color: {text}; border: 1px solid {border}; }}"
+            f" QFrame#errorBanner QLabel, QFrame#errorBanner QToolButton {{ color: {text}; border: none; }}")
 
 # (button text, what pressing it does)
 BannerAction = tuple[str, Callable[[], None]]
@@ -77,7 +85,7 @@ class ErrorBanner(QFrame):
 
     def _show(self, kind: str, message: str, action: BannerAction | None) -> None:
         self.kind = kind
-        self.setStyleSheet(f"QFrame#errorBanner {{ {_STYLES[kind]} }}")
+        self.setStyleSheet(banner_style(kind))
         self.message.setText(message)
         self._set_action(action)
         self.show()

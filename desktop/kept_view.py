@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from engine.api import Selection
 from engine.api import Document
 from desktop import heat_colors
+from desktop.theme import highlight_css, text_on
 from desktop.error_banner import failure_text
 from engine.api import format_count, format_percent_short
 from desktop.minimap import Band, Minimap, bands_for
@@ -92,6 +93,7 @@ class _RangeHighlighter(QSyntaxHighlighter):
 def _background(color: QColor) -> QTextCharFormat:
     fmt = QTextCharFormat()
     fmt.setBackground(color)
+    fmt.setForeground(text_on(color))  # the theme's text may be light: keep it readable on the shade
     return fmt
 
 
@@ -180,7 +182,7 @@ class KeptTokenView(QWidget):
     def _build_layout(self) -> None:
         header = QHBoxLayout()
         header.addWidget(self.summary, 1)
-        header.addWidget(QLabel(_legend_html()))
+        header.addWidget(QLabel(legend_html()))
         header.addWidget(self.dropped_toggle)
 
         centre = QWidget()
@@ -198,6 +200,7 @@ class KeptTokenView(QWidget):
         centre_layout.addLayout(footer)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.setObjectName("keptSplitter")  # the window remembers its position by this name
         splitter.addWidget(self.segments)
         splitter.addWidget(centre)
         splitter.setStretchFactor(1, 1)
@@ -447,9 +450,9 @@ class KeptTokenView(QWidget):
         return None
 
 
-def _legend_html() -> str:
+def legend_html() -> str:
     def swatch(color: QColor, label: str) -> str:
-        return f'<span style="background:{color.name()}">&nbsp;&nbsp;&nbsp;&nbsp;</span>&nbsp;{label}'
+        return f'<span style="{highlight_css(color)}">&nbsp;&nbsp;&nbsp;&nbsp;</span>&nbsp;{label}'
 
     items = [
         swatch(heat_colors.kept_color(1.0), "most important"),

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QRect, QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLineEdit,
     QMainWindow,
+    QMessageBox,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -28,6 +29,7 @@ from engine.api import DefaultModelsError, Notice, PasswordError, RunFinished, S
 from engine.api import Document
 from engine.api import ModelSettings, RunSettings
 from engine.api import Case
+from desktop.about import about_box
 from desktop.ab_session import AbRequest, AbSession
 from desktop.ab_tab import AbTab
 from desktop.answer_diff import AnswerCompareView
@@ -53,6 +55,21 @@ log = logging.getLogger(__name__)
 
 TAB_KEPT, TAB_ANSWERS, TAB_AB = "kept", "answers", "ab"
 TAB_ALIASES = {"kept": TAB_KEPT, "heatmap": TAB_KEPT, "answers": TAB_ANSWERS, "diff": TAB_ANSWERS, "ab": TAB_AB}
+
+FIRST_START_SIZE = QSize(1280, 720)  # fits a 1366x768 laptop screen with its panels
+SCREEN_SHARE = 0.9  # or this share of a smaller screen's free area
+# The lower tabs may shrink below their contents' minimum (they clip; the splitter gives the room
+# back), else the A/B tab alone keeps the window taller than a 768-pixel screen.
+TABS_MIN_HEIGHT = 130
+
+
+def first_start_size(available: QRect | None) -> QSize:
+    """The window's size before any was remembered: 1280x720, or 90% of a smaller screen."""
+    if available is None or available.isEmpty():
+        return FIRST_START_SIZE
+    fit = QSize(int(available.width() * SCREEN_SHARE), int(available.height() * SCREEN_SHARE))
+    return FIRST_START_SIZE.boundedTo(fit)
+
 
 # ask_password(parent, path, wrong_before) -> password, or None when the user gives up
 PasswordPrompt = Callable[[QWidget, str, bool], "str | None"]
@@ -87,6 +104,7 @@ class MainWindow(QMainWindow):
         self._assemble_models = assemble_models  # offered when the default models are missing or corrupt
         self._load_dialog: ModelLoadDialog | None = None
         self._pane_context: dict[str, tuple[Document, str]] = {}
+        self._remember_layout = False  # on once restore_layout ran: screenshots and tests leave QSettings alone
 
         self._create_widgets()
         self._create_actions()
@@ -113,6 +131,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.kept_view, "Kept tokens")
         self.tabs.addTab(self.answers, "Answers")
         self.tabs.addTab(self.ab_tab, "A/B test")
+        self.tabs.setMinimumHeight(TABS_MIN_HEIGHT)
         self.engine_status = EngineStatus(self.statusBar())
 
     def _create_actions(self) -> None:
@@ -126,6 +145,8 @@ class MainWindow(QMainWindow):
         self.settings_action.triggered.connect(self.open_settings)
         self.reload_action = QAction("&Reload Models", self)
         self.reload_action.triggered.connect(self.load_models)
+        self.about_action = QAction("&About SpecPrefill", self)
+        self.about_action.triggered.connect(self.show_about)
         quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
         quit_action.triggered.connect(self.close)
 
@@ -138,6 +159,8 @@ class MainWindow(QMainWindow):
         models_menu = self.menuBar().addMenu("&Models")
         models_menu.addAction(self.settings_action)
         models_menu.addAction(self.reload_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(self.about_action)
         toolbar = self.addToolBar("Main")
         toolbar.setObjectName("mainToolbar")
         toolbar.setMovable(False)
@@ -145,7 +168,7 @@ class MainWindow(QMainWindow):
             toolbar.addAction(action)
 
     def _build_layout(self) -> None:
-        panes = QWidget()
+        panes = self.pane_area = QWidget()  # both runs and their comparison
         pane_row = QHBoxLayout()
         pane_row.addWidget(self.baseline_pane)
         pane_row.addWidget(self.spec_pane)
@@ -155,6 +178,7 @@ class MainWindow(QMainWindow):
         pane_column.addWidget(self.comparison)
 
         splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.setObjectName("mainSplitter")  # the window remembers its position by this name
         splitter.addWidget(panes)
         splitter.addWidget(self.tabs)
         splitter.setStretchFactor(0, 1)
@@ -204,10 +228,35 @@ class MainWindow(QMainWindow):
         self.ab.progress.connect(self.ab_tab.show_progress)
         self.ab.row.connect(self.ab_tab.add_row)
         self.ab.ended.connect(self._on_ab_ended)
+        for pane in self.panes.values():
+            pane.markdownToggled.connect(self.set_answer_markdown)
+            pane.saveFailed.connect(self.banner.show_error)
 
     def _restore_ui_state(self) -> None:
         self.controls.set_keep_percent(self.store.keep_percent())
         self.controls.set_position_mode(self.store.position_mode())
+        for pane in self.panes.values():
+            pane.set_markdown(self.store.answer_markdown())
+
+    def restore_layout(self) -> None:
+        """The size, position and splitters of the last session (else a size that fits the screen);
+        from now on closing the window remembers them. The app calls this; screenshots don't."""
+        geometry = self.store.window_geometry()
+        if geometry is None or not self.restoreGeometry(geometry):
+            screen = self.screen()
+            self.resize(first_start_size(screen.availableGeometry() if screen else None))
+        for splitter in self._named_splitters():
+            state = self.store.splitter_state(splitter.objectName())
+            if state is not None:
+                splitter.restoreState(state)
+        self._remember_layout = True
+
+    def _save_layout(self) -> None:
+        splitters = {splitter.objectName(): splitter.saveState() for splitter in self._named_splitters()}
+        self.store.save_layout(self.saveGeometry(), splitters)
+
+    def _named_splitters(self) -> list[QSplitter]:
+        return [splitter for splitter in self.findChildren(QSplitter) if splitter.objectName()]
 
     # --- public actions ------------------------------------------------------------------------
 
@@ -294,6 +343,18 @@ class MainWindow(QMainWindow):
             self.load_models()
         else:
             self._refresh_prediction()  # the threshold may have changed
+
+    def show_about(self) -> QMessageBox:
+        box = about_box(self, self.host.info)
+        box.finished.connect(box.deleteLater)
+        box.open()  # not exec: no nested event loop
+        return box
+
+    def set_answer_markdown(self, on: bool) -> None:
+        """Both panes render Markdown or plain text together; the choice is remembered."""
+        for pane in self.panes.values():
+            pane.set_markdown(on)
+        self.store.save_answer_markdown(on)
 
     def show_tab(self, name: str) -> None:
         widgets = {TAB_KEPT: self.kept_view, TAB_ANSWERS: self.answers, TAB_AB: self.ab_tab}
@@ -439,7 +500,8 @@ class MainWindow(QMainWindow):
         max_new = request.settings.max_new_tokens
         for index, run in enumerate(request.runs):
             waiting_for = "full prefill" if index > 0 else None
-            self.panes[run].begin(max_new, waiting_for=waiting_for)
+            self.panes[run].begin(max_new, waiting_for=waiting_for, question=request.question,
+                                  document_name=Path(request.document.path).name)
             self._pane_context[run] = (request.document, request.question)
         if "spec" in request.runs:
             self.kept_view.clear_selection()  # the old selection does not describe this run
@@ -496,7 +558,7 @@ class MainWindow(QMainWindow):
             and self._same_context(self._pane_context.get("baseline"), self._pane_context.get("spec"))
         )
         self.comparison.show_results(baseline if comparable else None, spec if comparable else None)
-        self.answers.set_answers(self.baseline_pane.answer.toPlainText(), self.spec_pane.answer.toPlainText())
+        self.answers.set_answers(self.baseline_pane.answer_text, self.spec_pane.answer_text)
 
     @staticmethod
     def _same_context(a: tuple[Document, str] | None, b: tuple[Document, str] | None) -> bool:
@@ -534,6 +596,8 @@ class MainWindow(QMainWindow):
     # --- shutdown -------------------------------------------------------------------------
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        if self._remember_layout:
+            self._save_layout()  # before hiding: the geometry of a visible window
         self.hide()  # gone at once for the user, while the engine thread finishes its last call
         self.runs.cancel()
         self.ab.cancel()

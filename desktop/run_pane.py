@@ -1,15 +1,27 @@
-"""One run's live view ("Full prefill" or "SpecPrefill"): stage, progress, TTFT, stats, answer."""
+"""One run's live view ("Full prefill" or "SpecPrefill"): stage, progress, TTFT, stats, answer.
+
+The answer streams as plain text; once the run finishes it renders as Markdown, unless the
+pane's Markdown toggle is off. Copy puts the answer's text on the clipboard; Save writes it,
+with the question and the run's facts, to a Markdown file.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
+from dataclasses import replace
+from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QTextCursor
-from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QPlainTextEdit, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QGuiApplication, QTextCursor
+from PySide6.QtWidgets import (QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QProgressBar, QTextBrowser,
+                               QToolButton, QVBoxLayout, QWidget)
 
 from engine.api import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
-from engine.api import format_count, format_percent_short, format_rate, format_seconds
+from engine.api import format_count, format_percent_short, format_rate, format_seconds, write_text_atomic
+from desktop.answer_export import answer_markdown, suggested_file_name
+
+log = logging.getLogger(__name__)
 
 STAGE_TEXT = {
     "tokenizing": "Tokenizing",
@@ -23,18 +35,32 @@ POSITION_TEXT = {"restore": "restore (original positions)", "renumber": "renumbe
 NOT_YET = "—"
 TTFT_CAPTION = "time to first token"
 TTFT_PROVISIONAL = "time to first token (as measured here; the engine's figure follows)"
+MARKDOWN_FILTER = "Markdown (*.md);;All files (*)"
+
+
+def ask_save_path(parent: QWidget, suggested: str) -> str | None:
+    """The file to save an answer to, or None when the user cancels (tests replace this)."""
+    path, _ = QFileDialog.getSaveFileName(parent, "Save answer", str(Path.home() / suggested), MARKDOWN_FILTER)
+    return path or None
 
 
 class RunPane(QFrame):
+    markdownToggled = Signal(bool)  # the user flipped this pane's Markdown toggle
+    saveFailed = Signal(str)  # why an answer could not be saved
+
     def __init__(self, run: str, title: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.run = run
+        self.title_text = title
         self.setObjectName(f"{run}Pane")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self._result: RunResult | None = None
         self._stage_started: float | None = None
         self._max_new_tokens = 0
         self._generated = 0
+        self._answer_text = ""  # the answer as generated (Markdown source), whatever the view shows
+        self._question = ""
+        self._document_name = ""
 
         self.title = QLabel(title)
         self.title.setStyleSheet("font-weight: bold; font-size: 15px;")
@@ -60,10 +86,21 @@ class RunPane(QFrame):
         self.notice.hide()
         for label in (self.status, self.notice):
             label.setTextFormat(Qt.TextFormat.PlainText)  # engine messages are not markup
-        self.answer = QPlainTextEdit()
-        self.answer.setReadOnly(True)
+        self.answer = QTextBrowser()
+        self.answer.setOpenLinks(False)  # a link in a model's answer is text to read, not to follow
         self.answer.setPlaceholderText("The answer streams here.")
+        self._create_answer_buttons()
         self._build_layout()
+        self._refresh_answer_buttons()
+
+    def _create_answer_buttons(self) -> None:
+        self.copy_button = QToolButton(text="Copy", toolTip="Copy the answer to the clipboard")
+        self.copy_button.clicked.connect(self.copy_answer)
+        self.save_button = QToolButton(text="Save…", toolTip="Save the question, answer and run facts as Markdown")
+        self.save_button.clicked.connect(self.save_answer)
+        self.markdown_button = QToolButton(text="Markdown", checkable=True, checked=True,
+                                           toolTip="Render the finished answer as Markdown (off: plain text)")
+        self.markdown_button.toggled.connect(self._on_markdown_toggled)
 
     @property
     def is_spec(self) -> bool:
@@ -83,7 +120,7 @@ class RunPane(QFrame):
             stats.addRow("Positions:", self.positions)
 
         layout = QVBoxLayout(self)
-        layout.addWidget(self.title)
+        layout.addLayout(self._title_row())
         layout.addWidget(self.status)
         layout.addWidget(self.progress)
         layout.addWidget(self.ttft)
@@ -92,11 +129,25 @@ class RunPane(QFrame):
         layout.addWidget(self.notice)
         layout.addWidget(self.answer, 1)
 
+    def _title_row(self) -> QHBoxLayout:
+        """The title, then the answer's buttons: on one line, so the pane grows no taller."""
+        row = QHBoxLayout()
+        row.addWidget(self.title)
+        row.addStretch(1)
+        for button in (self.markdown_button, self.copy_button, self.save_button):
+            row.addWidget(button)
+        return row
+
     # --- lifecycle ---------------------------------------------------------------------------
 
-    def begin(self, max_new_tokens: int, waiting_for: str | None = None) -> None:
-        """Clear the pane for a new run; `waiting_for` names the run this one queues behind."""
+    def begin(self, max_new_tokens: int, waiting_for: str | None = None, *, question: str = "",
+              document_name: str = "") -> None:
+        """Clear the pane for a new run; `waiting_for` names the run this one queues behind.
+        The question and document name go into a saved answer."""
         self._result = None
+        self._question = question
+        self._document_name = document_name
+        self._answer_text = ""
         self._stage_started = None
         self._max_new_tokens = max_new_tokens
         self._generated = 0
@@ -110,6 +161,7 @@ class RunPane(QFrame):
         self.notice.clear()
         self.notice.hide()
         self.answer.clear()
+        self._refresh_answer_buttons()
 
     def mark_cancelling(self) -> None:
         if self._result is None:
@@ -179,6 +231,8 @@ class RunPane(QFrame):
         self.status.setText(f"Generating: {format_count(self._generated)} tokens")
         self.progress.setValue(min(self._generated, self.progress.maximum()))
         self._append_answer(event.text)
+        self._answer_text += event.text
+        self._refresh_answer_buttons()
 
     def _append_answer(self, text: str) -> None:
         """Append at the end; keep following the text only if the reader was already at the bottom."""
@@ -207,8 +261,10 @@ class RunPane(QFrame):
         self.ttft_caption.setText(TTFT_CAPTION)
         self.prefilled.setText(f"{format_count(result.prefill_tokens)} of {format_count(result.prompt_tokens)}")
         self.decode.setText(format_rate(result.decode_tok_s))
-        if result.answer and result.answer != self.answer.toPlainText():
-            self.answer.setPlainText(result.answer)  # the final answer is authoritative
+        if result.answer:
+            self._answer_text = result.answer  # the final answer is authoritative
+        self._render_answer()
+        self._refresh_answer_buttons()
         if self.is_spec:
             self._show_spec_result(result)
 
@@ -224,3 +280,62 @@ class RunPane(QFrame):
             return
         self.kept.setText(f"{format_percent_short(result.kept_fraction)} of {format_count(result.prompt_tokens)} tokens")
         self.positions.setText(POSITION_TEXT.get(result.positions, result.positions))
+
+    # --- the answer: rendering, copy, save ------------------------------------------------------------
+
+    @property
+    def answer_text(self) -> str:
+        """The answer as the model wrote it (Markdown source), streamed so far or final."""
+        return self._answer_text
+
+    @property
+    def renders_markdown(self) -> bool:
+        return self.markdown_button.isChecked()
+
+    def set_markdown(self, on: bool) -> None:
+        """Set the toggle without emitting markdownToggled (the window syncs both panes with it)."""
+        self.markdown_button.blockSignals(True)
+        self.markdown_button.setChecked(on)
+        self.markdown_button.blockSignals(False)
+        self._render_answer()
+
+    def _on_markdown_toggled(self, on: bool) -> None:
+        self._render_answer()
+        self.markdownToggled.emit(on)
+
+    def _render_answer(self) -> None:
+        """A finished answer as Markdown or plain text; a streaming or stopped one stays plain."""
+        if self._result is None:
+            return
+        if self.renders_markdown:
+            self.answer.setMarkdown(self._answer_text)
+        else:
+            self.answer.setPlainText(self._answer_text)
+
+    def _refresh_answer_buttons(self) -> None:
+        self.copy_button.setEnabled(bool(self._answer_text))
+        self.save_button.setEnabled(self._result is not None)  # the saved file carries the run's facts
+
+    def copy_answer(self) -> None:
+        QGuiApplication.clipboard().setText(self._answer_text)
+
+    def save_answer(self) -> Path | None:
+        """Ask where, then write the question, answer and run facts there atomically."""
+        if self._result is None:
+            return None
+        path = ask_save_path(self, suggested_file_name(self.run, self._question))
+        if path is None:
+            return None
+        text = answer_markdown(self.title_text, self._question, self._document_name, self._result_with_answer())
+        try:
+            write_text_atomic(path, text)
+        except OSError as exc:
+            log.warning("could not save the answer to %s: %s", path, exc)
+            self.saveFailed.emit(f"Could not save the answer to {path}: {exc.strerror or exc}")
+            return None
+        return Path(path)
+
+    def _result_with_answer(self) -> RunResult:
+        """The result with the answer shown (the engine's, or the streamed text when it sent none)."""
+        result = self._result
+        return result if result.answer else replace(result, answer=self._answer_text)

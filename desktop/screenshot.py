@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import QApplication
 
 from engine.api import TokenGenerated
@@ -33,6 +34,8 @@ class ShotPlan:
     width: int = 1400
     height: int = 900
     timeout_s: float = 1800.0
+    about: bool = False  # shoot the Help ▸ About box instead of the window
+    answers_out: Path | None = None  # also save the two run panes alone, at the same moment
 
 
 class ScreenshotDirector(QObject):
@@ -124,11 +127,23 @@ class ScreenshotDirector(QObject):
         if self.plan.tab:
             self.window.show_tab(self.plan.tab)
         QApplication.processEvents()  # let layouts and the last updates paint
-        saved = self.window.grab().save(str(self.plan.out), "PNG")
+        saved = self._grab().save(str(self.plan.out), "PNG") and self._save_answers()
         if not saved:
-            log.error("could not write %s", self.plan.out)
+            log.error("could not write %s", self.plan.out if self.plan.answers_out is None
+                      else f"{self.plan.out} or {self.plan.answers_out}")
             code = EXIT_SAVE_FAILED
         elif code is None:
             code = EXIT_UI_ERROR if self.window.banner.kind == "error" else EXIT_OK
         log.info("screenshot %s (exit %d)", self.plan.out, code)
         self.done.emit(code)
+
+    def _save_answers(self) -> bool:
+        out = self.plan.answers_out
+        return out is None or self.window.pane_area.grab().save(str(out), "PNG")
+
+    def _grab(self) -> QPixmap:
+        if not self.plan.about:
+            return self.window.grab()
+        box = self.window.show_about()
+        QApplication.processEvents()  # lay the box out before grabbing it
+        return box.grab()

@@ -15,7 +15,7 @@ from dataclasses import asdict, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QByteArray, QSettings
 
 from engine.api import ModelSettings, Option, RunSettings, option_of, options, value_type
 from desktop.run_controls import KEEP_DEFAULT, KEEP_MAX, KEEP_MIN
@@ -93,6 +93,33 @@ class SettingsStore:
 
     def save_position_mode(self, mode: str) -> None:
         self._s.setValue("ui/position_mode", mode)
+
+    # --- the window's layout and view choices ----------------------------------------------------
+
+    def window_geometry(self) -> QByteArray | None:
+        return self._bytes("ui/geometry")
+
+    def splitter_state(self, name: str) -> QByteArray | None:
+        return self._bytes(f"ui/splitters/{name}")
+
+    def save_layout(self, geometry: QByteArray, splitters: dict[str, QByteArray]) -> None:
+        """The window's geometry and each named splitter's state, written at once (the app exits next)."""
+        self._s.setValue("ui/geometry", geometry)
+        for name, state in splitters.items():
+            self._s.setValue(f"ui/splitters/{name}", state)
+        self._s.sync()
+
+    def answer_markdown(self) -> bool:
+        """Whether finished answers render as Markdown (else plain text); on by default."""
+        return str(self._s.value("ui/answer_markdown", 1)).lower() not in ("0", "false")
+
+    def save_answer_markdown(self, on: bool) -> None:
+        self._s.setValue("ui/answer_markdown", int(on))
+        self._s.sync()
+
+    def _bytes(self, key: str) -> QByteArray | None:
+        raw = self._s.value(key)
+        return raw if isinstance(raw, QByteArray) and not raw.isEmpty() else None
 
     # --- recent files --------------------------------------------------------------------------
 

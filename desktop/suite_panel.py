@@ -25,10 +25,11 @@ from PySide6.QtWidgets import (
 
 from engine.api import Case, SuiteError, format_count, load_suite
 from desktop.suite_builder import ANSWER_SEPARATOR, new_case, save_suite
+from desktop.theme import text_css
 
 SUITE_FILTER = "A/B suites (*.jsonl);;All files (*)"
 CASE_COLUMNS = ("id", "kind", "question", "answers", "document")
-ERROR_STYLE, OK_STYLE = "color: #b91c1c;", "color: palette(mid);"
+ERROR_COLOR, OK_STYLE = "#b91c1c", "color: palette(mid);"
 
 
 def case_cells(case: Case) -> tuple[str, ...]:
@@ -183,7 +184,7 @@ class SuitePanel(QWidget):
 
     def _say(self, text: str, *, error: bool = False) -> None:
         self.message.setText(text)
-        self.message.setStyleSheet(ERROR_STYLE if error else OK_STYLE)
+        self.message.setStyleSheet(text_css(self.message, ERROR_COLOR) if error else OK_STYLE)
 
     def _refresh_buttons(self) -> None:
         self.add_button.setEnabled(self._current is not None)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from importlib import resources
 
 from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, int_list, path_arg
 from engine.core.cancel import CancelToken
+from engine.core.resources import calibration_sample
 from engine.eval.calibrate import Measurement, calibrate
 from engine.ingest import load_document
 from engine.pipeline import costmodel
@@ -29,7 +29,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     if args.doc is not None:
         text = load_document(args.doc, cancel=cancel).text
     else:
-        text = resources.files("engine.eval").joinpath("calibration_sample.md").read_text(encoding="utf-8")
+        text = calibration_sample()
     engine = load_engine(args, cancel, quiet=args.json)
     model = None
     try:
