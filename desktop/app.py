@@ -10,13 +10,12 @@ import argparse
 import logging
 import os
 import sys
-from importlib import resources
 from pathlib import Path
 
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
-from engine.api import CancelToken, ModelSettings, app_version, load_document, load_engine, prepare_models
+from engine.api import CancelToken, ModelSettings, app_version, icon_paths, load_document, load_engine, prepare_models
 from desktop.engine_host import EngineLike, ProgressFn
 from desktop.main_window import MainWindow
 from desktop.screenshot import ScreenshotDirector, ShotPlan
@@ -27,8 +26,7 @@ log = logging.getLogger("desktop")
 
 TAB_CHOICES = ("heatmap", "kept", "answers", "diff", "ab")
 SCREENSHOT_SIZE = "1400x900"
-DESKTOP_FILE_NAME = "specprefill"  # resources/desktop/specprefill.desktop; also the icon's theme name
-RESOURCE_PACKAGE = "specprefill_resources"  # resources/ of the repository, installed as package data
+DESKTOP_FILE_NAME = "specprefill"  # resources/desktop/specprefill.desktop
 
 
 def load_real_engine(settings: ModelSettings, progress: ProgressFn, cancel: CancelToken) -> EngineLike:
@@ -89,18 +87,11 @@ def _parse_size(parser: argparse.ArgumentParser, text: str) -> tuple[int, int]:
 
 
 def app_icon() -> QIcon:
-    """Every size of the icon set shipped as package data (icons/hicolor/<size>/apps/); without the
-    package (a checkout not installed since it gained it), the desktop theme's icon of that name."""
-    try:
-        hicolor = resources.files(RESOURCE_PACKAGE).joinpath("icons", "hicolor")
-    except ModuleNotFoundError:
-        return QIcon.fromTheme(DESKTOP_FILE_NAME)
+    """Every size of the icon set shipped as package data (engine.api.icon_paths: the PNGs first,
+    since a QIcon takes its engine from the first file and the pixmap engine reports exact sizes)."""
     icon = QIcon()
-    # The PNGs first: a QIcon takes its engine from the first file, and the pixmap engine reports
-    # the exact sizes, which the window system's icon property is built from.
-    for size in sorted(hicolor.iterdir(), key=lambda folder: folder.name == "scalable"):
-        for image in size.joinpath("apps").iterdir():
-            icon.addFile(str(image))
+    for image in icon_paths():
+        icon.addFile(str(image))
     return icon
 
 

@@ -14,6 +14,13 @@ RunName = Literal["baseline", "spec"]
 Stage = Literal["tokenizing", "draft", "select", "prefill", "generating", "done"]
 
 
+def run_json(record, spec_only: tuple[str, ...]) -> dict:
+    """A per-run dataclass as JSON: without its `run` name, and without the SpecPrefill-only
+    fields when it is the baseline's (the run is the key it is stored under)."""
+    left_out = {"run", *(spec_only if record.run == "baseline" else ())}
+    return {name: value for name, value in asdict(record).items() if name not in left_out}
+
+
 def run_order(mode: str, spec_first: bool = False) -> list[RunName]:
     """The runs a request in `mode` makes, in the order they run."""
     if mode != "both":
@@ -91,12 +98,7 @@ class RunResult:
                  "draft_peak_mem_bytes", "draft_window")
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data.pop("run")
-        if self.run == "baseline":
-            for key in self.SPEC_ONLY:
-                data.pop(key)
-        return data
+        return run_json(self, self.SPEC_ONLY)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
-from engine.core.events import RunName, RunResult
+from engine.core.events import RunName, RunResult, run_json
 
 ERROR_STATUS = "error"  # a case record's `status` when the case failed; absent when it finished
 BASELINE = "baseline"
@@ -118,8 +118,7 @@ class RunSummary:
     SPEC_ONLY = ("agreement", "mean_draft_s", "mean_select_s", "mean_kept_fraction", "speedup", "n_bypassed")
 
     def to_json(self) -> dict:
-        left_out = {"run", *(self.SPEC_ONLY if self.run == "baseline" else ())}
-        return {name: value for name, value in asdict(self).items() if name not in left_out}
+        return run_json(self, self.SPEC_ONLY)
 
     @classmethod
     def from_json(cls, data: dict, run: RunName) -> RunSummary:

@@ -12,8 +12,8 @@ CONTRACTS = ("The engine is Qt-free", "The engine is layered", "The draft and th
              "The app uses the engine's public API only", "The engine has no import cycles between its packages")
 
 
-def lint(cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, capture_output=True, text=True)
+def lint(cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, capture_output=True, text=True, env=env)
 
 
 def test_import_linter_contracts_hold():
@@ -29,25 +29,26 @@ def test_a_core_module_that_imports_the_pipeline_breaks_the_layers(tmp_path):
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     settings = tmp_path / "engine" / "core" / "settings.py"
     settings.write_text(settings.read_text() + "\nfrom engine.pipeline.costmodel import attention_area  # wrong layer\n")
-    proc = subprocess.run([str(LINT), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    proc = lint(tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert proc.returncode != 0
     assert "The engine is layered BROKEN" in proc.stdout
     assert "engine.core.settings -> engine.pipeline.costmodel" in proc.stdout
 
 
-def test_importing_the_engine_loads_no_qt():
-    code = ("import sys, engine.pipeline, engine.cli.main, engine.ingest, engine.api; "
-            "bad = [m for m in sys.modules if m.startswith(('PySide6', 'shiboken6', 'desktop'))]; "
-            "print(bad); sys.exit(1 if bad else 0)")
+def modules_loaded_by(imports: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules starting with `prefixes` that importing `imports` loads, in a clean interpreter."""
+    code = (f"import sys, {imports}; "
+            f"print(','.join(m for m in sys.modules if m.startswith({prefixes!r})))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    return [m for m in proc.stdout.strip().split(",") if m]
+
+
+def test_importing_the_engine_loads_no_qt():
+    assert modules_loaded_by("engine.pipeline, engine.cli.main, engine.ingest, engine.api",
+                             ("PySide6", "shiboken6", "desktop")) == []
 
 
 def test_the_public_api_imports_without_the_model_runtimes():
     """The app starts fast: engine.api loads torch and llama.cpp only when a model is loaded."""
-    code = ("import sys, engine.api; "
-            "heavy = [m for m in ('torch', 'transformers', 'llama_cpp') if m in sys.modules]; "
-            "print(heavy); sys.exit(1 if heavy else 0)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert modules_loaded_by("engine.api", ("torch", "transformers", "llama_cpp")) == []
