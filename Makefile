@@ -1,26 +1,48 @@
 # Two commands on a fresh machine:  `make run` (set up, open the app)  and  `make test`.
+# `make setup GPU=cuda` installs the CUDA torch and builds llama.cpp with -DGGML_CUDA=on;
+# extra CMAKE_ARGS (e.g. -DGGML_VULKAN=on) in the environment reach the llama.cpp build.
+SHELL       := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
 PYTHON ?= python3
+GPU    ?= cpu
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.specprefill-installed
+PIP    := $(PY) -m pip --disable-pip-version-check
+# One stamp per GPU choice: switching GPU reruns the installs (the scripts skip what is already right).
+STAMP  := $(VENV)/.specprefill-installed-$(GPU)
+SETUP_SCRIPTS := packaging/preflight.py packaging/install_torch.py packaging/build_llama_wheel.py \
+                 packaging/llama-cpp-gapped-positions.patch
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup run test demo lint-imports clean-venv
+ifeq ($(filter $(GPU),cpu cuda),)
+$(error GPU=$(GPU): use GPU=cpu (the default) or GPU=cuda)
+endif
 
-# Idempotent: the venv, torch (the CPU wheel on disk), the patched llama-cpp-python wheel
+.PHONY: preflight setup run test demo dist lint-imports clean-venv
+
+# What setup needs (compilers, patch, cmake, disk space...), with the package that provides each.
+preflight:
+	$(PYTHON) packaging/preflight.py --gpu $(GPU)
+
+# Idempotent: the venv, torch (CPU build unless GPU=cuda), the patched llama-cpp-python wheel
 # (built once, cached under ~/.cache/specprefill/wheels), the project, the default models.
 setup: $(STAMP)
+	@echo "== models: the default models (assembled once, then checked)"
 	$(PY) -m engine.cli models --prepare
 
-$(STAMP): pyproject.toml packaging/build_llama_wheel.py packaging/llama-cpp-gapped-positions.patch
+$(STAMP): pyproject.toml $(SETUP_SCRIPTS)
+	$(PYTHON) packaging/preflight.py --gpu $(GPU)
+	@echo "== venv: $(VENV)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
-		"$$($(PY) packaging/build_llama_wheel.py | tail -n 1)"
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	$(PIP) install -q --upgrade pip
+	$(PY) packaging/install_torch.py --gpu $(GPU)
+	$(PY) packaging/build_llama_wheel.py --gpu $(GPU) --install
+	@echo "== project: pip install -e .[test]"
+	$(PIP) install -q -e ".[test]"
+	rm -f $(VENV)/.specprefill-installed*
 	touch $(STAMP)
 
 run: setup
@@ -29,6 +51,9 @@ run: setup
 demo: setup
 	$(VENV)/bin/specprefill run --doc engine/eval/calibration_sample.md --force --max-new-tokens 64 \
 		--question "What is this document about? Answer in two sentences."
+
+dist: setup
+	$(PY) packaging/build_dist.py
 
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports

@@ -1,4 +1,7 @@
-"""Entry point: `specprefill-gui [--doc PATH] [--screenshot OUT.png ...]`.
+"""Entry point: `specprefill-gui [PATH | --doc PATH] [--screenshot OUT.png ...]`.
+
+PATH is how a desktop opens a file with the app (resources/desktop/specprefill.desktop:
+`Exec=specprefill-gui %f`); it does what `--doc PATH` does.
 
 This is the one place that binds the GUI to the real engine; everything below
 receives its engine factory and document loader as arguments, so tests inject fakes.
@@ -49,7 +52,8 @@ def load_real_document(path, *, password=None, cancel=None, progress=None):
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="specprefill-gui", description="SpecPrefill desktop document analyzer")
     parser.add_argument("--version", action="version", version=f"specprefill-gui {app_version()}")
-    parser.add_argument("--doc", metavar="PATH", help="open this PDF, text file or code folder at start")
+    parser.add_argument("path", nargs="?", metavar="PATH", help="open this PDF, text file or code folder at start")
+    parser.add_argument("--doc", metavar="PATH", help="the same as PATH")
     parser.add_argument("--screenshot", metavar="OUT.png", type=Path, help="save a PNG of the window and exit")
     parser.add_argument("--run-question", metavar="TEXT", help="with --screenshot: run a compare on --doc first")
     parser.add_argument(
@@ -70,10 +74,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--screenshot-timeout", type=float, default=1800.0, metavar="SECONDS")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     options = parser.parse_args(argv)
+    options.doc = _document_argument(parser, options)
     if options.run_question and not options.doc:
-        parser.error("--run-question needs --doc")
+        parser.error("--run-question needs a document (PATH or --doc)")
     options.width, options.height = _parse_size(parser, options.size or SCREENSHOT_SIZE)
     return options
+
+
+def _document_argument(parser: argparse.ArgumentParser, options: argparse.Namespace) -> str | None:
+    """The document to open: PATH or --doc, never both."""
+    if options.path and options.doc:
+        parser.error("give the document once: as PATH or with --doc, not both")
+    return options.doc or options.path
 
 
 def _parse_size(parser: argparse.ArgumentParser, text: str) -> tuple[int, int]:

@@ -11,7 +11,8 @@ from engine.api import format_count, format_percent_short, format_seconds
 from desktop.theme import text_css
 
 MAX_WARNINGS_SHOWN = 3
-NOT_CALIBRATED = "Predicted TTFT: not calibrated: run `specprefill calibrate`"
+NOT_CALIBRATED = ("Predicted TTFT: not calibrated: use Models ▸ Calibrate This Machine… "
+                  "(or `specprefill calibrate`)")
 RUNS_COLOR, BYPASSED_COLOR = "#1b5e20", "#8a5300"
 
 

@@ -1,7 +1,7 @@
 """Owns the engine: loads it on a worker and runs every engine job one at a time.
 
 The engine holds native model state that is not thread-safe, so all engine jobs
-(load, token counts, runs, A/B suites) share a single-thread pool: they queue instead
+(load, token counts, runs, A/B suites, calibration) share a single-thread pool: they queue instead
 of overlapping, and a reload can never close a model a run is still using.
 
 The one exception is `predict`: it only does arithmetic on the engine's calibration
@@ -42,6 +42,10 @@ class EngineLike(Protocol):
     def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str: ...
     def stream(self, *, document, question, mode, settings, cancel): ...
     def close(self) -> None: ...
+    # calibration (engine.api.calibrate_machine) times these
+    def sample_tokens(self, text: str, n_tokens: int, what: str = "sample") -> list[int]: ...
+    def time_prefill(self, tokens: list[int], cancel: CancelToken) -> float: ...
+    def time_draft(self, tokens: list[int], settings: RunSettings | None, cancel: CancelToken) -> float: ...
 
 
 # Builds a ready engine: factory(model_settings, progress, cancel). Tests inject a fake one.
@@ -51,10 +55,17 @@ LoadPreparation = Callable[[ProgressFn, CancelToken], object]
 
 
 @dataclass(frozen=True)
-class LoadProgress:
+class JobProgress:
+    """How far an engine job (a load, a calibration) has come; crosses from the engine thread as an event."""
+
     done: int
     total: int
     label: str
+
+
+def progress_events(ctx: WorkerContext) -> ProgressFn:
+    """A progress callback for engine code: each report reaches the GUI thread as a JobProgress event."""
+    return lambda done, total, label: ctx.emit(JobProgress(done, total, label))
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,7 @@ class EngineHost(QObject):
         self._factory = factory
         self._pool = make_pool(1)
         self._engine: EngineLike | None = None
+        self._settings: ModelSettings | None = None  # the loaded engine's
         self._loader: Worker | None = None
         self._jobs: set[Worker] = set()  # submitted and not ended: Cancel reaches them at shutdown
         self._closing = False
@@ -88,6 +100,11 @@ class EngineHost(QObject):
     @property
     def info(self) -> Any:
         return self._engine.info if self._engine is not None else None
+
+    @property
+    def settings(self) -> ModelSettings | None:
+        """The settings the loaded engine was built from; None while none is loaded."""
+        return self._settings if self._engine is not None else None
 
     @property
     def is_ready(self) -> bool:
@@ -103,7 +120,7 @@ class EngineHost(QObject):
         old, self._engine = self._engine, None
         worker = Worker(lambda ctx: self._load_job(ctx, old, settings, prepare), name="model loading")
         worker.event.connect(self._on_load_event)
-        worker.finished.connect(lambda engine: self._on_loaded(worker, engine))
+        worker.finished.connect(lambda engine: self._on_loaded(worker, engine, settings))
         worker.failed.connect(self.loadFailed)
         worker.cancelled.connect(self.loadCancelled)
         self._loader = worker.start(self._pool)
@@ -162,10 +179,7 @@ class EngineHost(QObject):
                   prepare: LoadPreparation | None) -> EngineLike:
         if old is not None:
             _close_quietly(old)
-
-        def progress(done: int, total: int, label: str) -> None:
-            ctx.emit(LoadProgress(done, total, label))
-
+        progress = progress_events(ctx)
         if prepare is not None:
             prepare(progress, ctx.cancel)
         engine = self._factory(settings, progress, ctx.cancel)
@@ -175,17 +189,17 @@ class EngineHost(QObject):
         return engine
 
     def _on_load_event(self, item: object) -> None:
-        if isinstance(item, LoadProgress):
+        if isinstance(item, JobProgress):
             self.loadProgress.emit(item.done, item.total, item.label)
 
-    def _on_loaded(self, worker: Worker, engine: EngineLike) -> None:
+    def _on_loaded(self, worker: Worker, engine: EngineLike, settings: ModelSettings) -> None:
         if self._closing:  # finished while the host shut down: nobody will use it, and no job runs
             _close_quietly(engine)
             return
         if worker is not self._loader:  # a superseded load finished before it saw its cancel
             Worker(lambda ctx: _close_quietly(engine), name="closing a stale engine").start(self._pool)
             return
-        self._engine = engine
+        self._engine, self._settings = engine, settings
         log.info("engine ready: %s", engine.info)
         self.ready.emit(engine.info)
 

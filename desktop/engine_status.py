@@ -1,4 +1,4 @@
-"""Status bar: model names, whether the runtime restores positions, the draft's memory, the device."""
+"""Status bar: model names, whether the runtime restores positions, the draft's memory, where each model runs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,17 @@ from engine.api import format_bytes, format_count
 
 def positions_text(supported: bool) -> str:
     return "restore positions: supported" if supported else "renumber only"
+
+
+def devices_text(info: Any) -> str:
+    """"Draft: cuda · Target: GPU (all layers, CUDA) · context 32,768"."""
+    return f"Draft: {info.device} · Target: {info.target_device} · context {format_count(int(info.n_ctx))}"
+
+
+def target_reason_text(info: Any) -> str:
+    """Why the target is not on the GPU (the label's tooltip); "" when it is."""
+    reason = info.target_offload_reason
+    return f"The target runs on the CPU: {reason}" if reason else ""
 
 
 class EngineStatus:
@@ -41,8 +52,10 @@ class EngineStatus:
         self.models.setToolTip(f"Target: {info.target_path}\nDraft: {info.draft_path}")
         self.positions.setText(positions_text(bool(info.positions_supported)))
         self.memory.setText(f"Draft memory: {format_bytes(int(info.draft_memory_bytes))}")
-        self.device.setText(f"Device: {info.device} · context {format_count(int(info.n_ctx))}")
+        self.device.setText(devices_text(info))
+        self.device.setToolTip(target_reason_text(info))
 
     def _clear_details(self) -> None:
         for label in (self.positions, self.memory, self.device):
             label.setText("")
+        self.device.setToolTip("")

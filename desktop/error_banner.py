@@ -20,7 +20,7 @@ from engine.api import (ContextOverflowError, NotCalibratedError, PasswordError,
 REMEDIES: tuple[tuple[type[Exception], str], ...] = (
     (PasswordError, "open the file again to enter its password"),
     (PositionsUnsupportedError, "choose renumber or auto in Positions"),
-    (NotCalibratedError, "calibrate this machine once with the specprefill calibrate command"),
+    (NotCalibratedError, "calibrate this machine once: Models ▸ Calibrate This Machine…, or specprefill calibrate"),
     (ContextOverflowError, "turn on Settings ▸ Long documents to cut the document's end instead"),
     (SettingsError, "check Settings"),
 )

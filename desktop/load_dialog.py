@@ -1,4 +1,4 @@
-"""Progress while the models are assembled, verified and loaded. Modeless: the window stays live."""
+"""Progress of a long engine job (loading the models, calibrating). Modeless: the window stays live."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from PySide6.QtWidgets import QProgressDialog, QWidget
 _SCALE = 1000
 
 
-class ModelLoadDialog(QProgressDialog):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__("Preparing the models…", "Cancel", 0, 0, parent)
-        self.setWindowTitle("Loading models")
+class JobProgressDialog(QProgressDialog):
+    """A progress dialog with a Cancel button; `canceled` fires on Cancel (or closing it), never on `finish`."""
+
+    def __init__(self, title: str, label: str, parent: QWidget | None = None) -> None:
+        super().__init__(label, "Cancel", 0, 0, parent)
+        self.setWindowTitle(title)
         self.setWindowModality(Qt.WindowModality.NonModal)
         self.setMinimumDuration(0)
         self.setAutoClose(False)
@@ -33,3 +35,10 @@ class ModelLoadDialog(QProgressDialog):
         self.blockSignals(True)
         self.hide()
         self.deleteLater()
+
+
+class ModelLoadDialog(JobProgressDialog):
+    """While the models are assembled, verified and loaded."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Loading models", "Preparing the models…", parent)

@@ -33,6 +33,8 @@ from desktop.about import about_box
 from desktop.ab_session import AbRequest, AbSession
 from desktop.ab_tab import AbTab
 from desktop.answer_diff import AnswerCompareView
+from desktop.calibrate_action import (CALIBRATE_TEXT, CALIBRATE_TIP, CALIBRATED_NOTICE, CANCELLED_NOTICE,
+                                      CalibrationSession)
 from desktop.comparison_bar import ComparisonBar
 from desktop.document_info import DocumentInfoBar
 from desktop.document_paths import OPEN_FILE_FILTER, dropped_paths
@@ -40,9 +42,9 @@ from desktop.document_session import DocumentLoader, DocumentSession
 from desktop.engine_host import EngineFactory, EngineHost, LoadPreparation
 from desktop.engine_status import EngineStatus
 from desktop.error_banner import BannerAction, ErrorBanner, failure_text
-from desktop.job_session import CANCELLED, FAILED
+from desktop.job_session import CANCELLED, FAILED, FINISHED
 from desktop.kept_view import KeptTokenView
-from desktop.load_dialog import ModelLoadDialog
+from desktop.load_dialog import JobProgressDialog, ModelLoadDialog
 from desktop.question_bar import QuestionBar
 from desktop.recent_menu import RecentMenu
 from desktop.run_controls import RunControls
@@ -100,9 +102,11 @@ class MainWindow(QMainWindow):
         self.documents = DocumentSession(loader, self.host, self)
         self.runs = RunSession(self.host, self)
         self.ab = AbSession(self.host, self)
+        self.calibration = CalibrationSession(self.host, self)
         self._ask_password = ask_password
         self._assemble_models = assemble_models  # offered when the default models are missing or corrupt
         self._load_dialog: ModelLoadDialog | None = None
+        self._calibration_dialog: JobProgressDialog | None = None
         self._pane_context: dict[str, tuple[Document, str]] = {}
         self._remember_layout = False  # on once restore_layout ran: screenshots and tests leave QSettings alone
 
@@ -145,6 +149,8 @@ class MainWindow(QMainWindow):
         self.settings_action.triggered.connect(self.open_settings)
         self.reload_action = QAction("&Reload Models", self)
         self.reload_action.triggered.connect(self.load_models)
+        self.calibrate_action = QAction(CALIBRATE_TEXT, self, toolTip=CALIBRATE_TIP, statusTip=CALIBRATE_TIP)
+        self.calibrate_action.triggered.connect(self.start_calibration)
         self.about_action = QAction("&About SpecPrefill", self)
         self.about_action.triggered.connect(self.show_about)
         quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
@@ -159,6 +165,7 @@ class MainWindow(QMainWindow):
         models_menu = self.menuBar().addMenu("&Models")
         models_menu.addAction(self.settings_action)
         models_menu.addAction(self.reload_action)
+        models_menu.addAction(self.calibrate_action)
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.addAction(self.about_action)
         toolbar = self.addToolBar("Main")
@@ -228,6 +235,9 @@ class MainWindow(QMainWindow):
         self.ab.progress.connect(self.ab_tab.show_progress)
         self.ab.row.connect(self.ab_tab.add_row)
         self.ab.ended.connect(self._on_ab_ended)
+        self.calibration.started.connect(self._on_calibration_started)
+        self.calibration.progress.connect(self._on_calibration_progress)
+        self.calibration.ended.connect(self._on_calibration_ended)
         for pane in self.panes.values():
             pane.markdownToggled.connect(self.set_answer_markdown)
             pane.saveFailed.connect(self.banner.show_error)
@@ -265,18 +275,21 @@ class MainWindow(QMainWindow):
         self.load_models()
 
     def load_models(self) -> None:
-        # The reload queues behind a run or a suite on the engine thread: stop them first.
-        self.runs.cancel()
-        self.ab.cancel()
+        self._stop_engine_jobs()
         self.host.load(self.store.model_settings())
 
     def reassemble_models(self) -> None:
         """Re-assemble the default models (progress in the load dialog), then load them."""
         if self._assemble_models is None:
             return
+        self._stop_engine_jobs()
+        self.host.load(self.store.model_settings(), prepare=self._assemble_models)
+
+    def _stop_engine_jobs(self) -> None:
+        """A reload (or closing) queues behind the job on the engine thread: stop it first."""
         self.runs.cancel()
         self.ab.cancel()
-        self.host.load(self.store.model_settings(), prepare=self._assemble_models)
+        self.calibration.cancel()
 
     def open_file_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a document", self._dialog_dir(), OPEN_FILE_FILTER)
@@ -318,12 +331,19 @@ class MainWindow(QMainWindow):
             return False
         return self.ab.start(AbRequest(title, list(cases), list(keeps), self._run_settings()))
 
+    def start_calibration(self) -> bool:
+        """Models ▸ Calibrate This Machine…: time the loaded models on the engine thread, with progress."""
+        reason = self._why_engine_busy()
+        if reason is not None:
+            log.info("calibration refused: %s", reason)
+            return False
+        return self.calibration.start(self.host.settings)
+
     def cancel(self) -> None:
         if self.runs.is_active:
             for run in self.runs.request.runs:
                 self.panes[run].mark_cancelling()
-        self.runs.cancel()
-        self.ab.cancel()
+        self._stop_engine_jobs()
         self.documents.cancel()
         self.host.cancel_load()
 
@@ -368,6 +388,8 @@ class MainWindow(QMainWindow):
             return "A run is in progress"
         if self.ab.is_active:
             return "An A/B suite is running"
+        if self.calibration.is_active:
+            return "This machine is being calibrated"
         if self.host.is_loading:
             return "The models are loading"
         if not self.host.is_ready:
@@ -389,10 +411,12 @@ class MainWindow(QMainWindow):
     def _refresh_controls(self) -> None:
         reason = self._why_cannot_run()
         busy = self.runs.is_active
-        cancellable = busy or self.ab.is_active or self.documents.is_loading or self.host.is_loading
+        cancellable = (busy or self.ab.is_active or self.calibration.is_active or self.documents.is_loading
+                       or self.host.is_loading)
         self.controls.set_state(can_run=reason is None, cancellable=cancellable, reason=reason or "")
         engine_busy = self._why_engine_busy()
         self.ab_tab.set_state(can_run=engine_busy is None, running=self.ab.is_active, reason=engine_busy or "")
+        self.calibrate_action.setEnabled(engine_busy is None)
         for action in (self.open_file_action, self.open_folder_action, self.recent_menu.menuAction()):
             action.setEnabled(not busy)
 
@@ -455,6 +479,40 @@ class MainWindow(QMainWindow):
         if self._load_dialog is not None:
             self._load_dialog.finish()
             self._load_dialog = None
+
+    # --- calibration ---------------------------------------------------------------------------
+
+    def _on_calibration_started(self, _settings: ModelSettings) -> None:
+        self.banner.dismiss()
+        self._calibration_dialog = JobProgressDialog("Calibrating this machine", "Preparing the calibration…", self)
+        self._calibration_dialog.canceled.connect(self._cancel_calibration)
+        self._calibration_dialog.show()
+        self._refresh_controls()
+
+    def _cancel_calibration(self) -> None:
+        """The dialog's Cancel: the dialog hides at once; the timing stops at its next check."""
+        self.calibration.cancel()
+        self.statusBar().showMessage("Cancelling the calibration…")
+
+    def _on_calibration_progress(self, done: int, total: int, label: str) -> None:
+        if self._calibration_dialog is not None:
+            self._calibration_dialog.report(done, total, label)
+
+    def _on_calibration_ended(self, outcome: str, message: str) -> None:
+        self._close_calibration_dialog()
+        if outcome == FINISHED:
+            self._refresh_prediction()  # the engine has the new cost model
+            self.banner.show_info(CALIBRATED_NOTICE)
+        elif outcome == FAILED:
+            self.banner.show_error(f"Calibration failed: {message}")
+        elif outcome == CANCELLED:
+            self.statusBar().showMessage(CANCELLED_NOTICE, 5000)
+        self._refresh_controls()
+
+    def _close_calibration_dialog(self) -> None:
+        if self._calibration_dialog is not None:
+            self._calibration_dialog.finish()
+            self._calibration_dialog = None
 
     # --- document ----------------------------------------------------------------------------
 
@@ -599,9 +657,9 @@ class MainWindow(QMainWindow):
         if self._remember_layout:
             self._save_layout()  # before hiding: the geometry of a visible window
         self.hide()  # gone at once for the user, while the engine thread finishes its last call
-        self.runs.cancel()
-        self.ab.cancel()
+        self._stop_engine_jobs()
         self._close_load_dialog()
+        self._close_calibration_dialog()
         self.documents.shutdown()
         self.host.shutdown()  # returns once no job runs, and only then frees the engine
         super().closeEvent(event)

@@ -35,6 +35,7 @@ from engine.models.defaults import TARGET as DEFAULT_TARGET
 
 if TYPE_CHECKING:
     from engine.pipeline import Engine
+    from engine.pipeline.costmodel import CostModel
 
 __all__ = [
     "APP_NAME", "app_version", "icon_paths",
@@ -49,6 +50,7 @@ __all__ = [
     "parse_suite", "prepare_models", "quality_plot_png", "render_html", "run_label", "run_record", "run_suite",
     "run_order", "ttft_plot_png", "validate", "value_type", "write_bytes_atomic", "write_csv", "write_text_atomic",
     "AbCaseDone", "AbReport", "CaseRecord", "GroupSummary", "RunRecord", "RunSummary", "Summary", "format_accuracy",
+    "calibrate_machine",
     "format_bytes", "format_count", "format_percent", "format_percent_short", "format_rate", "format_ratio",
     "format_seconds",
 ]
@@ -67,3 +69,12 @@ def prepare_models(settings: ModelSettings | None = None, progress=None, cancel:
     from engine.pipeline.prepare import prepare_models as prepare  # lazy: imports torch and llama.cpp
 
     prepare(settings, progress, cancel, repair=repair)
+
+
+def calibrate_machine(engine: Engine, settings: ModelSettings | None = None, progress=None,
+                      cancel: CancelToken = NEVER) -> CostModel:
+    """Time this machine's draft and target on the bundled sample, store the cost model and give it
+    to the engine; progress(done, total, message) before each timing. Cancelled, nothing is stored."""
+    from engine.eval.calibrate import calibrate_machine as calibrate  # lazy: the cost model imports the pipeline
+
+    return calibrate(engine, settings, progress, cancel)

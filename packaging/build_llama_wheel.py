@@ -1,26 +1,69 @@
 """Build (once) and cache the llama-cpp-python wheel with the gapped-positions patch.
 
-The wheel is keyed by version, patch hash and CPU flags (ggml builds with
+The wheel is keyed by version, patch hash, backend and CPU flags (ggml builds with
 -march=native), so setup and CI reuse it instead of a 10-minute rebuild.
 Stdlib only: this runs before the project's dependencies are installed.
 
-Usage: python packaging/build_llama_wheel.py [--print-path]
-Prints the path of the cached wheel on its last line.
+Usage: python packaging/build_llama_wheel.py [--gpu cpu|cuda] [--install | --print-path]
+
+  --gpu cuda    adds -DGGML_CUDA=on (needs nvcc, the CUDA toolkit)
+  --install     pip-installs the wheel into this interpreter's environment
+  --print-path  (the default) prints the wheel's path on the last line of stdout
+
+The user's $CMAKE_ARGS are appended after ours (never replacing them), e.g.
+CMAKE_ARGS="-DGGML_VULKAN=on". Progress and the build's own output go to stderr and to
+a log next to the cached wheels; stdout carries only the wheel's path.
 """
 
 from __future__ import annotations
 
+import argparse
+import collections
 import hashlib
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
+from typing import TextIO
 
 LLAMA_VERSION = "0.3.36"
 PATCH_FILE = Path(__file__).with_name("llama-cpp-gapped-positions.patch")
+# Ours: always passed first, whatever the user adds.
 CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
+GPU_CMAKE_ARGS = {"cpu": "", "cuda": "-DGGML_CUDA=on"}
+# First match names the backend in the cache key; HIPBLAS is the older name of HIP.
+BACKEND_FLAGS = (("cuda", "GGML_CUDA"), ("metal", "GGML_METAL"), ("vulkan", "GGML_VULKAN"),
+                 ("hip", "GGML_HIP"), ("hip", "GGML_HIPBLAS"))
+BUILD_MINUTES_ON_2_CORES = 10
+FAILURE_TAIL_LINES = 40
+
+DOWNLOAD_HINT = ("pip could not fetch the llama-cpp-python sdist: "
+                 "check the network and your pip index (pip config list).")
+PATCH_HINT = ("`patch` applies the gapped-positions patch (Debian/Ubuntu: sudo apt install patch); "
+              "if it ran, the patch no longer applies to this sdist.")
+BUILD_HINT = ("look above for the first 'error'. Usual causes: no C/C++ compiler (sudo apt install build-essential), "
+              "cmake (sudo apt install cmake), no disk space in the temporary dir (df -h ${TMPDIR:-/tmp}), "
+              "or a GPU backend's toolkit (nvcc for -DGGML_CUDA=on). Check with: python3 packaging/preflight.py")
+
+
+class StepFailed(Exception):
+    """A build step exited non-zero; `hint` says what usually causes it."""
+
+    def __init__(self, what: str, hint: str):
+        super().__init__(what)
+        self.hint = hint
+
+
+def say(message: str, log: TextIO | None = None) -> None:
+    print(message, file=sys.stderr, flush=True)
+    if log is not None:
+        log.write(message + "\n")
 
 
 def cache_root() -> Path:
@@ -37,55 +80,180 @@ def cpu_flags_digest() -> str:
     return hashlib.sha256(flags.encode()).hexdigest()[:8]
 
 
-def wheel_key() -> str:
-    patch_digest = hashlib.sha256(PATCH_FILE.read_bytes() + CMAKE_ARGS.encode()).hexdigest()[:12]
-    return f"llama_cpp_python-{LLAMA_VERSION}-patch-{patch_digest}-cpu-{cpu_flags_digest()}"
+def short_digest(data: bytes, length: int) -> str:
+    return hashlib.sha256(data).hexdigest()[:length]
+
+
+def extra_cmake_args(gpu: str = "cpu", user_args: str | None = None) -> str:
+    """What goes after our CMAKE_ARGS: the GPU choice's flags, then the user's $CMAKE_ARGS."""
+    if user_args is None:
+        user_args = os.environ.get("CMAKE_ARGS", "")
+    return " ".join(f"{GPU_CMAKE_ARGS[gpu]} {user_args}".split())
+
+
+def backend_of(extra_args: str) -> str:
+    for backend, flag in BACKEND_FLAGS:
+        if re.search(rf"-D{flag}(:BOOL)?=(on|1|true|yes)(\s|$)", extra_args, re.IGNORECASE):
+            return backend
+    return "cpu"
+
+
+def wheel_key(extra_args: str = "") -> str:
+    """The cache folder's name. With no extra args it is the historical key, so no cache is rebuilt."""
+    patch_digest = short_digest(PATCH_FILE.read_bytes() + CMAKE_ARGS.encode(), 12)
+    backend = f"-{backend_of(extra_args)}-{short_digest(extra_args.encode(), 8)}" if extra_args else ""
+    # The trailing "cpu-<digest>" is the host CPU's flags (-march=native), not the backend.
+    return f"llama_cpp_python-{LLAMA_VERSION}-patch-{patch_digest}{backend}-cpu-{cpu_flags_digest()}"
+
+
+def build_log_path(key: str) -> Path:
+    return cache_root() / f"build-{key}.log"
 
 
 def cached_wheel(key_dir: Path) -> Path | None:
-    wheels = sorted(key_dir.glob("llama_cpp_python-*.whl"))
+    wheels = sorted(key_dir.glob("llama_cpp_python-*.whl")) if key_dir.is_dir() else []
     return wheels[0] if wheels else None
 
 
-def run(cmd: list[str], **kwargs) -> None:
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, **kwargs)
+def command_name(cmd: list[str]) -> str:
+    # "python -m pip wheel ..." reads better as "pip wheel".
+    return " ".join(cmd[2:4]) if cmd[1:3] == ["-m", "pip"] else Path(cmd[0]).name
 
 
-def download_sdist(dest: Path) -> Path:
-    run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         f"llama-cpp-python=={LLAMA_VERSION}", "-d", str(dest)])
+def run_logged(cmd: list[str], log: TextIO, hint: str, **popen_kwargs) -> None:
+    """Stream the command's output line by line to the terminal and the log; raise StepFailed on failure."""
+    say("+ " + shlex.join(cmd), log)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", **popen_kwargs)
+    except FileNotFoundError:
+        say(f"{cmd[0]}: command not found", log)
+        raise StepFailed(f"{cmd[0]} not found", hint) from None
+    with proc:
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            log.write(line)
+    if proc.returncode:
+        raise StepFailed(f"{command_name(cmd)} exited with status {proc.returncode}", hint)
+
+
+def download_sdist(dest: Path, log: TextIO) -> Path:
+    run_logged([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                f"llama-cpp-python=={LLAMA_VERSION}", "-d", str(dest)], log, DOWNLOAD_HINT)
     return next(dest.glob("llama_cpp_python-*.tar.gz"))
 
 
-def unpack_and_patch(sdist: Path, work: Path) -> Path:
+def unpack_and_patch(sdist: Path, work: Path, log: TextIO) -> Path:
     with tarfile.open(sdist) as tar:
         tar.extractall(work, filter="data")
     src = next(p for p in work.iterdir() if p.is_dir())
-    run(["patch", "-p1", "--forward", "-i", str(PATCH_FILE.resolve())], cwd=src)
+    run_logged(["patch", "-p1", "--forward", "-i", str(PATCH_FILE.resolve())], log, PATCH_HINT, cwd=src)
     return src
 
 
-def build_wheel(src: Path, out_dir: Path) -> Path:
-    env = dict(os.environ, CMAKE_ARGS=CMAKE_ARGS, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
+def wheel_command(src: Path, out_dir: Path) -> list[str]:
+    # -v: pip shows the cmake/compiler output instead of a silent 10-minute wait.
+    return [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(out_dir), str(src)]
+
+
+def build_env(extra_args: str) -> dict[str, str]:
+    cmake_args = f"{CMAKE_ARGS} {extra_args}".strip()
+    return dict(os.environ, CMAKE_ARGS=cmake_args, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
+
+
+def build_wheel(src: Path, out_dir: Path, extra_args: str, log: TextIO) -> Path:
     partial = out_dir.with_name(out_dir.name + ".partial")
-    partial.mkdir(parents=True, exist_ok=True)
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(partial), str(src)], env=env)
-    partial.rename(out_dir)  # atomic: a half-built wheel is never picked up
+    shutil.rmtree(partial, ignore_errors=True)  # a failed build's leftovers are never picked up
+    partial.mkdir(parents=True)
+    try:
+        run_logged(wheel_command(src, partial), log, BUILD_HINT, env=build_env(extra_args))
+        shutil.rmtree(out_dir, ignore_errors=True)  # an empty key folder would block the rename
+        partial.rename(out_dir)  # atomic: a half-built wheel is never picked up
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return cached_wheel(out_dir)
 
 
-def ensure_wheel() -> Path:
-    key_dir = cache_root() / wheel_key()
-    found = cached_wheel(key_dir) if key_dir.is_dir() else None
-    if found:
-        return found
+def announce_build(extra_args: str, log_path: Path, log: TextIO) -> None:
+    say(f"== llama.cpp: building patched llama-cpp-python {LLAMA_VERSION} "
+        f"(backend {backend_of(extra_args)}, CMAKE_ARGS: {CMAKE_ARGS} {extra_args}".rstrip() + ")", log)
+    say(f"   about {BUILD_MINUTES_ON_2_CORES} minutes on 2 cores (this machine has {os.cpu_count()}); "
+        "built once, then cached", log)
+    say(f"   full output: {log_path}", log)
+
+
+def build_from_sdist(key_dir: Path, extra_args: str, log: TextIO) -> Path:
     with tempfile.TemporaryDirectory(prefix="llama-build-") as tmp:
         tmp_path = Path(tmp)
-        sdist = download_sdist(tmp_path / "sdist")
-        src = unpack_and_patch(sdist, tmp_path / "src")
-        return build_wheel(src, key_dir)
+        sdist = download_sdist(tmp_path / "sdist", log)
+        src = unpack_and_patch(sdist, tmp_path / "src", log)
+        return build_wheel(src, key_dir, extra_args, log)
+
+
+def ensure_wheel(extra_args: str = "") -> Path:
+    """The cached wheel for these args, built first if need be. Raises StepFailed (the log keeps the output)."""
+    key = wheel_key(extra_args)
+    key_dir = cache_root() / key
+    found = cached_wheel(key_dir)
+    if found:
+        say(f"== llama.cpp: cached wheel (backend {backend_of(extra_args)}), no build: {found}")
+        return found
+    log_path = build_log_path(key)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with log_path.open("w", buffering=1) as log:
+        announce_build(extra_args, log_path, log)
+        wheel = build_from_sdist(key_dir, extra_args, log)
+        minutes, seconds = divmod(int(time.monotonic() - started), 60)
+        say(f"== llama.cpp: built in {minutes}m {seconds:02d}s: {wheel}", log)
+    return wheel
+
+
+def log_tail(log_path: Path, lines: int = FAILURE_TAIL_LINES) -> list[str]:
+    with log_path.open(errors="replace") as log:
+        return list(collections.deque(log, maxlen=lines))
+
+
+def report_failure(failure: StepFailed, log_path: Path) -> None:
+    tail = log_tail(log_path) if log_path.is_file() else []
+    say("")
+    say(f"== llama.cpp: build FAILED ({failure})")
+    say(f"---- last {len(tail)} lines of {log_path} ----")
+    sys.stderr.write("".join(tail))
+    say("---- end of the log's tail ----")
+    say(f"full log: {log_path}")
+    say(f"hint: {failure.hint}")
+
+
+def install_wheel(wheel: Path) -> int:
+    say(f"== llama.cpp: installing {wheel.name} into {sys.prefix}")
+    return subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           "--force-reinstall", "--no-deps", str(wheel)]).returncode
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", choices=sorted(GPU_CMAKE_ARGS), default="cpu",
+                        help="cuda adds -DGGML_CUDA=on (default: cpu)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--install", action="store_true", help="pip-install the wheel into this environment")
+    mode.add_argument("--print-path", action="store_true", help="print the wheel's path (the default)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    extra = extra_cmake_args(args.gpu)
+    try:
+        wheel = ensure_wheel(extra)
+    except StepFailed as failure:
+        report_failure(failure, build_log_path(wheel_key(extra)))
+        return 1
+    if args.install:
+        return install_wheel(wheel)
+    print(wheel, flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    print(ensure_wheel())
+    sys.exit(main())

@@ -7,18 +7,18 @@ import json
 import sys
 
 from engine.cli.loading import load_engine
-from engine.cli.options import add_model_options, int_list, path_arg
+from engine.cli.options import add_model_options, int_list, model_settings_from, path_arg
 from engine.core.cancel import CancelToken
+from engine.core.paths import calibration_path
 from engine.core.resources import calibration_sample
-from engine.eval.calibrate import Measurement, calibrate
+from engine.eval.calibrate import DEFAULT_LENGTHS, Measurement, calibrate_machine
 from engine.ingest import load_document
-from engine.pipeline import costmodel
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("calibrate", help="measure this machine's draft and target speed; store a cost model")
     p.add_argument("--doc", type=path_arg, default=None, help="text to time on (default: a bundled sample)")
-    p.add_argument("--lengths", type=int_list, default=[1024, 4096, 8192])  # spread: the n^2 term shows
+    p.add_argument("--lengths", type=int_list, default=list(DEFAULT_LENGTHS))
     p.add_argument("--json", action="store_true")
     add_model_options(p)
     p.set_defaults(command=command)
@@ -31,22 +31,27 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     else:
         text = calibration_sample()
     engine = load_engine(args, cancel, quiet=args.json)
-    model = None
+    path = calibration_path()
     try:
-        for item in calibrate(engine, text, args.lengths, cancel=cancel):
-            if isinstance(item, costmodel.CostModel):
-                model = item
-            elif not args.json:
-                print(measurement_line(item), file=sys.stderr, flush=True)
+        model = calibrate_machine(engine, model_settings_from(args), None if args.json else print_step, cancel,
+                                  text=text, lengths=args.lengths, path=path,
+                                  on_measurement=None if args.json else print_measurement)
     finally:
         engine.close()
-    model.machine.update(draft_quant=args.draft_quant, threads=args.threads)
-    path = costmodel.save(model)
     if args.json:
         print(json.dumps({"path": str(path), **model.to_json()}, indent=2))
     else:
         print(f"calibration saved to {path}")
     return 0
+
+
+def print_step(done: int, total: int, message: str) -> None:
+    """Before each timing: what it times (the longest take minutes)."""
+    print(f"[calibrate] {message}…", file=sys.stderr, flush=True)
+
+
+def print_measurement(m: Measurement) -> None:
+    print(measurement_line(m), file=sys.stderr, flush=True)
 
 
 def measurement_line(m: Measurement) -> str:

@@ -7,7 +7,7 @@ import argparse
 from engine.cli.options import add_model_options, model_settings_from
 from engine.core.cancel import CancelToken
 from engine.core.errors import DefaultModelsError, ModelError
-from engine.pipeline.diagnostics import diagnose
+from engine.pipeline.diagnostics import Check, diagnose
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -24,7 +24,14 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         print(f"{check.name + ':':13} {check.text}")
     failed = next((check for check in checks if not check.ok), None)
     if failed is not None:  # main() prints it as the one error line, exit 2, with the CLI's remedy
-        custom = getattr(args, failed.name) is not None  # --target / --draft
-        error = ModelError if custom else DefaultModelsError
-        raise error(f"cannot run: the {failed.name} model {failed.text}")
+        raise failure(failed, args)
     return 0
+
+
+def failure(check: Check, args: argparse.Namespace) -> ModelError:
+    """The error a failed check means: a model's (default or custom) or the draft's device."""
+    if check.name not in ("target", "draft"):
+        return ModelError(f"cannot run: {check.name}: {check.text}")
+    custom = getattr(args, check.name) is not None  # --target / --draft
+    error = ModelError if custom else DefaultModelsError
+    return error(f"cannot run: the {check.name} model {check.text}")

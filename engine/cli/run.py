@@ -43,7 +43,8 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         "document": {"path": str(args.doc), "kind": document.kind, "chars": document.n_chars,
                      "segments": len(document.segments), "warnings": document.warnings},
         "models": {"target": engine.info.target_name, "draft": engine.info.draft_name,
-                   "device": engine.info.device, "restore_supported": engine.info.positions_supported},
+                   "device": engine.info.device, "target_device": engine.info.target_device,
+                   "restore_supported": engine.info.positions_supported},
     }
     if "baseline" in results and "spec" in results and results["spec"].ttft_s > 0:
         report["speedup"] = results["baseline"].ttft_s / results["spec"].ttft_s

@@ -19,7 +19,7 @@ from engine.core.errors import SettingsError
 
 PositionMode = Literal["auto", "restore", "renumber"]
 RunMode = Literal["baseline", "spec", "both"]
-Device = Literal["auto", "cuda", "cpu"]
+Device = Literal["auto", "cuda", "mps", "cpu"]
 DraftQuant = Literal["none", "int8"]
 
 RUN_MODES: tuple[str, ...] = get_args(RunMode)
@@ -126,8 +126,10 @@ class ModelSettings:
         help="draft GGUF or transformers model folder (default: Qwen2.5-Coder-0.5B-Instruct Q4_K_M)",
         label="Draft model")
     device: Device = setting("auto", choices=get_args(Device), label="Device",
-                             choice_labels=(("auto", "Auto"), ("cuda", "CUDA"), ("cpu", "CPU")),
-                             help="where the draft runs (auto: CUDA when torch sees one)")
+                             choice_labels=(("auto", "Auto"), ("cuda", "CUDA"), ("mps", "Apple GPU (MPS)"),
+                                            ("cpu", "CPU")),
+                             help="where the draft runs (auto: CUDA, then Apple MPS, when torch sees one); "
+                                  "the target joins it on the GPU when llama.cpp can offload")
     draft_quant: DraftQuant = setting(
         "int8", choices=get_args(DraftQuant), label="Draft precision",
         choice_labels=(("int8", "int8 (dynamic quantization, faster on CPU)"), ("none", "fp32")),

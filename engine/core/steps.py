@@ -1,21 +1,26 @@
 """Long operations are generators: they yield (done, total) progress and return their result.
 
 The pipeline turns the yielded pairs into Progress events with `yield from`; callers
-that want only the result use `run_to_end`.
+that want only the result use `run_to_end`, which can still pass each pair to a callback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TypeVar
 
 R = TypeVar("R")
 Steps = Generator[tuple[int, int], None, R]
 
 
-def run_to_end(steps: Steps[R]) -> R:
+StepFn = Callable[[int, int], None]  # (done, total) of one long operation
+
+
+def run_to_end(steps: Steps[R], on_step: StepFn | None = None) -> R:
     while True:
         try:
-            next(steps)
+            done, total = next(steps)
         except StopIteration as stop:
             return stop.value
+        if on_step is not None:
+            on_step(done, total)

@@ -43,13 +43,28 @@ class DraftDevice:
 
 
 def pick_device(preference: str = "auto") -> DraftDevice:
-    """CUDA in half precision when there is one; CPU fp32 otherwise (bf16 is ~5x slower on these CPUs)."""
-    if preference == "cuda" and not torch.cuda.is_available():
-        raise ModelError("device 'cuda' was asked for, but torch sees no CUDA device")
+    """Where the draft runs. auto: CUDA in half precision (bf16 where supported), then Apple MPS
+    in fp16, then CPU fp32 (bf16 is ~5x slower on these CPUs). A GPU asked for by name must be there."""
+    if preference == "cpu":
+        return DraftDevice(torch.device("cpu"), torch.float32)
     if preference in ("auto", "cuda") and torch.cuda.is_available():
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return DraftDevice(torch.device("cuda"), dtype)
+    if preference in ("auto", "mps") and torch.backends.mps.is_available():
+        return DraftDevice(torch.device("mps"), torch.float16)
+    if preference != "auto":
+        raise ModelError(_missing_gpu_reason(preference))
     return DraftDevice(torch.device("cpu"), torch.float32)
+
+
+def _missing_gpu_reason(preference: str) -> str:
+    """Why a GPU asked for by name cannot be used: the one line the error shows."""
+    if preference == "cuda":
+        build = "this torch build has no CUDA support" if torch.version.cuda is None else "no CUDA device is visible"
+        return f"device 'cuda' was asked for, but torch sees no CUDA device ({build})"
+    if preference == "mps":
+        return "device 'mps' was asked for, but torch sees no Apple MPS device (macOS on Apple silicon only)"
+    return f"unknown device {preference!r}: use auto, cuda, mps or cpu"
 
 
 def _quiet_transformers() -> None:
@@ -132,6 +147,11 @@ def _prune_superseded(gguf_path: Path, keep: Path) -> None:
         if cache != keep and cache.is_dir() and _made_from(cache) == source:
             log.info("removing %s, made from an earlier version of %s", cache, gguf_path.name)
             shutil.rmtree(cache, ignore_errors=True)
+
+
+def is_dequantized(gguf_path: Path) -> bool:
+    """Whether the safetensors copy of this GGUF (as it is now) is already in the cache."""
+    return _is_complete(dequantized_dir(gguf_path))
 
 
 def ensure_dequantized(gguf_path: Path, cancel: CancelToken = NEVER) -> Path:

@@ -53,6 +53,7 @@ class BenchModels:
     draft: str
     device: str
     restore_supported: bool
+    target_device: str = "CPU"  # reports written before the GPU path have no such field
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ def bench_report(rows: list[BenchRow], keep: float, doc: str, info: EngineInfo) 
     """The report of `rows`, measured on `doc` with the engine `info` describes."""
     return BenchReport(results=tuple(rows), keep=keep, doc=doc,
                        models=BenchModels(target=info.target_name, draft=info.draft_name, device=info.device,
-                                          restore_supported=info.positions_supported))
+                                          restore_supported=info.positions_supported,
+                                          target_device=info.target_device))
 
 
 def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:

@@ -146,7 +146,7 @@ def load(path: Path | None = None) -> CostModel | None:
 
 
 def load_matching(info, path: Path | None = None) -> CostModel | None:
-    """The calibration, if it was measured with the same target, draft and device; else None.
+    """The calibration, if it was measured with the same target, draft and devices; else None.
 
     A broken calibration file is ignored here (the run goes on with the fixed threshold);
     `specprefill estimate` reports it.
@@ -159,7 +159,8 @@ def load_matching(info, path: Path | None = None) -> CostModel | None:
         return None
     machine = model.machine
     same = (machine.get("target") == str(info.target_path) and machine.get("draft") == str(info.draft_path)
-            and machine.get("device") == info.device)
+            and machine.get("device") == info.device
+            and machine.get("target_device", "CPU") == info.target_device)  # older files: CPU-only builds
     return model if same else None
 
 

@@ -1,7 +1,7 @@
 """What `specprefill doctor` reports: versions and build flags, devices, each model, the calibration.
 
-Each check is one line; the app can run when the runtimes import and both default models (or
-the ones the settings name) are there and verified.
+Each check is one line; the app can run when the runtimes import, the draft's device is there,
+and both default models (or the ones the settings name) are there and verified.
 """
 
 from __future__ import annotations
@@ -10,18 +10,20 @@ import platform
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import NamedTuple
 
-import psutil
 import torch
 
-from engine.core.errors import NotCalibratedError
+from engine.core.errors import ModelError, NotCalibratedError
 from engine.core.formatting import format_bytes
+from engine.core.memory import available_bytes
 from engine.core.settings import ModelSettings
-from engine.draft.loader import pick_device
+from engine.draft.loader import DraftDevice, pick_device
 from engine.llama.native import LlamaContext, LlamaModel, build_info
 from engine.llama.runtime import TargetRuntime
 from engine.models import defaults
 from engine.pipeline import costmodel
+from engine.pipeline.placement import TargetPlacement, place_target
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,11 @@ class Check:
     ok: bool = True
 
 
+class TargetProbe(NamedTuple):
+    restore_supported: bool  # this llama.cpp build accepts gapped positions (`restore`)
+    n_layers: int
+
+
 def package_version(name: str) -> str:
     try:
         return metadata.version(name)
@@ -38,14 +45,53 @@ def package_version(name: str) -> str:
         return "not installed"
 
 
-def probe_restore_support(target_path: Path) -> bool:
-    """Whether this llama.cpp build accepts gapped positions (`restore`), on a small context."""
+def probe_target(target_path: Path) -> TargetProbe:
+    """The target opened on the CPU with a small context: does `restore` work, how many layers."""
     model = LlamaModel(target_path)
     runtime = TargetRuntime(model, LlamaContext(model, n_ctx=256, n_batch=64, n_threads=1))
     try:
-        return runtime.accepts_gapped_positions()
+        return TargetProbe(runtime.accepts_gapped_positions(), model.attention_dims()[0])
     finally:
         runtime.close()
+
+
+def probe_restore_support(target_path: Path) -> bool:
+    """Whether this llama.cpp build accepts gapped positions (`restore`)."""
+    return probe_target(target_path).restore_supported
+
+
+def gpu_devices() -> list[str]:
+    """The GPUs torch sees, by device type."""
+    present = (("cuda", torch.cuda.is_available()), ("mps", torch.backends.mps.is_available()))
+    return [name for name, there in present if there]
+
+
+def device_memory(device: str) -> str:
+    """One device's free memory: "cuda 130.2 GB of 139.8 GB", "mps 20.1 GB", "RAM 10.3 GB"."""
+    free = format_bytes(available_bytes(device))
+    if device == "cuda":
+        return f"cuda {free} of {format_bytes(torch.cuda.mem_get_info()[1])}"
+    return f"{'RAM' if device == 'cpu' else device} {free}"
+
+
+def free_memory() -> str:
+    return "free memory: " + ", ".join(device_memory(device) for device in [*gpu_devices(), "cpu"])
+
+
+def describe_draft_device(device: DraftDevice) -> str:
+    """"cuda (bfloat16, NVIDIA H200)", "cpu (float32)"."""
+    details = [str(device.dtype).removeprefix("torch.")]
+    if device.device.type == "cuda":
+        details.append(torch.cuda.get_device_name(device.device))
+    return f"{device.device} ({', '.join(details)})"
+
+
+def draft_device_type(settings: ModelSettings) -> str:
+    """Where the draft would run; "cpu" when the device asked for is missing (the torch line says so)."""
+    try:
+        return pick_device(settings.device).device.type
+    except ModelError:
+        return "cpu"
 
 
 def check_python() -> Check:
@@ -53,22 +99,29 @@ def check_python() -> Check:
 
 
 def check_torch(settings: ModelSettings) -> Check:
-    device = pick_device(settings.device)
-    where = str(device.device)
-    if device.device.type == "cuda":
-        free, total = torch.cuda.mem_get_info()
-        where += f" {torch.cuda.get_device_name()} ({format_bytes(free)} free of {format_bytes(total)})"
-    else:
-        where += f" ({format_bytes(psutil.virtual_memory().available)} RAM free)"
-    return Check("torch", f"{torch.__version__}, draft on {where}, {torch.get_num_threads()} threads")
+    try:
+        draft = f"draft on {describe_draft_device(pick_device(settings.device))}"
+    except ModelError as exc:
+        return Check("torch", f"{torch.__version__}, {exc}; {free_memory()}", ok=False)
+    return Check("torch", f"{torch.__version__}, {draft}, {torch.get_num_threads()} threads; {free_memory()}")
 
 
-def check_llama(target: Path | None) -> Check:
+def describe_target_placement(placement: TargetPlacement, n_layers: int | None) -> str:
+    """"target: CPU (llama.cpp build has no GPU offload)" or "GPU offload: all 28 layers (CUDA)"."""
+    if not placement.offloaded:
+        return f"target: {placement.describe()}"
+    layers = f"all {n_layers} layers" if n_layers is not None else "all layers"
+    return f"GPU offload: {layers} ({placement.backend})"
+
+
+def check_llama(target: Path | None, draft_device: str = "cpu") -> Check:
     flags, gpu_offload = build_info()
-    restore = probe_restore_support(target) if target is not None else None
+    probe = probe_target(target) if target is not None else None
+    restore = probe.restore_supported if probe is not None else None
     positions = {True: "restore positions supported", False: "restore positions NOT supported (renumber)",
                  None: "restore positions unknown (no verified target)"}[restore]
-    offload = "GPU offload available" if gpu_offload else "CPU only (no GPU offload in this build)"
+    offload = describe_target_placement(place_target(draft_device, gpu_offload, flags),
+                                        probe.n_layers if probe is not None else None)
     return Check("llama.cpp", f"{package_version('llama-cpp-python')}, {offload}, {positions}; {flags}")
 
 
@@ -95,6 +148,6 @@ def check_calibration() -> Check:
 def diagnose(settings: ModelSettings | None = None) -> list[Check]:
     settings = settings or ModelSettings()
     models = [check_model(defaults.TARGET, settings.target_path), check_model(defaults.DRAFT, settings.draft_path)]
-    target_ok = models[0].ok
-    target = settings.target_path or (defaults.TARGET.path if target_ok else None)
-    return [check_python(), check_torch(settings), check_llama(target), *models, check_calibration()]
+    target = (settings.target_path or defaults.TARGET.path) if models[0].ok else None
+    return [check_python(), check_torch(settings), check_llama(target, draft_device_type(settings)), *models,
+            check_calibration()]

@@ -25,24 +25,25 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import EngineBusyError, ModelError, PositionsUnsupportedError, SettingsError
 from engine.core.events import (EngineEvent, Notice, Progress, RunFinished, RunName, RunResult, Selection,
                                 SelectionMade, Stage, StageChanged, TokenGenerated, run_order)
-from engine.core.memory import require_fits
+from engine.core.memory import require_all_fit, require_fits
 from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelSettings, RunSettings
-from engine.core.steps import Steps
+from engine.core.steps import StepFn, Steps, run_to_end
 from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
 from engine.draft.memory import draft_scoring_need, draft_weight_bytes
 from engine.draft.scorer import ATTN_IMPL, DraftScorer
 from engine.draft.selection import plan_selection
 from engine.ingest.document import Document
 from engine.llama.context_fit import Truncation, fit_prompt
-from engine.llama.memory import load_need
-from engine.llama.native import LlamaContext, LlamaModel
+from engine.llama.memory import load_needs
+from engine.llama.native import LlamaContext, LlamaModel, build_info
 from engine.llama.prompt import (PreparedPrompt, render_parts, repeated_tokens, token_char_offsets,
                                  tokenize_parts)
 from engine.llama.runtime import TargetRuntime
 from engine.models import defaults as models
 from engine.pipeline import costmodel
 from engine.pipeline.costmodel import CostModel
-from engine.pipeline.peak_memory import PeakMemory
+from engine.pipeline.peak_memory import PeakMemory, held_bytes
+from engine.pipeline.placement import TargetPlacement, place_target
 from engine.pipeline.vocab_check import require_shared_vocab
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,11 @@ class EngineInfo:
     target_path: Path
     draft_path: Path
     positions_supported: bool  # the runtime accepts gapped positions: `restore` is available
-    device: str
+    device: str  # the draft's torch device: "cpu", "cuda", "mps"
     draft_memory_bytes: int
     n_ctx: int
+    target_device: str = "CPU"  # where the target runs: "CPU" or "GPU (all layers, CUDA)"
+    target_offload_reason: str = ""  # why the target stays on the CPU; "" when it is offloaded
 
 
 def default_threads() -> int:
@@ -88,15 +91,29 @@ def _display_name(path: Path, spec: models.ModelSpec) -> str:
     return spec.name if path == spec.path else path.name
 
 
+def _place_target(device: DraftDevice) -> TargetPlacement:
+    flags, gpu_offload = build_info()
+    placement = place_target(str(device.device), gpu_offload, flags)
+    log.info("draft on %s, target on %s", device.device, placement.describe())
+    return placement
+
+
 def _open_target(settings: ModelSettings, target_path: Path, target_name: str, draft_path: Path,
-                 draft_name: str, device: DraftDevice, threads: int) -> TargetRuntime:
-    """The target and its context, created once the vocabularies match and the memory suffices."""
-    target = LlamaModel(target_path, n_gpu_layers=-1 if device.device.type == "cuda" else 0)
+                 draft_name: str, device: DraftDevice, placement: TargetPlacement, threads: int) -> TargetRuntime:
+    """The target and its context, created once the vocabularies match and the memory suffices.
+
+    The checks read the target opened on the CPU (mapped, nothing copied yet); only then is it
+    opened again with its layers on the GPU, so a GPU too small is refused with the figures
+    before llama.cpp fails to allocate there."""
+    target = LlamaModel(target_path)
     try:
         require_shared_vocab(target, target_name, draft_path, draft_name)
         n_ctx = context_size(settings.n_ctx, target.n_ctx_train(), target_name)
         draft_weights = draft_weight_bytes(draft_path, device.dtype.itemsize)
-        require_fits(load_need(target, n_ctx, draft_weights, str(device.device)), str(device.device))
+        require_all_fit(load_needs(target, n_ctx, placement.memory_device, draft_weights, str(device.device)))
+        if placement.offloaded:
+            target.close()
+            target = LlamaModel(target_path, n_gpu_layers=placement.n_gpu_layers)
         return TargetRuntime(target, LlamaContext(target, n_ctx=n_ctx, n_batch=settings.n_batch,
                                                   n_threads=threads))
     except BaseException:
@@ -132,13 +149,6 @@ def _tensor_bytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _resident_bytes(device: torch.device) -> int:
-    """CUDA: bytes torch holds on the device; CPU: the process's resident set."""
-    if device.type == "cuda":
-        return int(torch.cuda.memory_allocated(device))
-    return psutil.Process().memory_info().rss
-
-
 class Engine:
     """Both models, loaded once; answers requests one at a time."""
 
@@ -159,21 +169,23 @@ class Engine:
         threads = settings.n_threads or default_threads()
         torch.set_num_threads(threads)
         device = pick_device(settings.device)
+        placement = _place_target(device)
         target_name = _display_name(target_path, models.TARGET)
         draft_name = _display_name(draft_path, models.DRAFT)
 
         if progress:
             progress(0, 3, f"loading target {target_name}")
-        runtime = _open_target(settings, target_path, target_name, draft_path, draft_name, device, threads)
+        runtime = _open_target(settings, target_path, target_name, draft_path, draft_name, device, placement,
+                               threads)
         try:
             cancel.raise_if_cancelled()
             if progress:
                 progress(1, 3, f"loading draft {draft_name}")
-            before = _resident_bytes(device.device)
+            before = held_bytes(device.device)
             draft = load_draft_model(draft_path, device, ATTN_IMPL, settings.draft_quant)
             # RSS growth is noisy (the allocator may reuse freed pages): never report less
             # than the tensors the draft plainly holds.
-            draft_weights = max(_resident_bytes(device.device) - before, _tensor_bytes(draft))
+            draft_weights = max(held_bytes(device.device) - before, _tensor_bytes(draft))
             cancel.raise_if_cancelled()
             if progress:
                 progress(2, 3, "probing position support")
@@ -181,7 +193,9 @@ class Engine:
                               draft_path=draft_path, positions_supported=runtime.accepts_gapped_positions(),
                               device=str(device.device),
                               draft_memory_bytes=draft_weights,
-                              n_ctx=runtime.context.n_ctx)
+                              n_ctx=runtime.context.n_ctx,
+                              target_device=placement.where,
+                              target_offload_reason=placement.reason)
         except BaseException:
             runtime.close()  # free the target's native memory now, not at garbage collection
             raise
@@ -219,19 +233,20 @@ class Engine:
         """The first n_tokens of the text's tokens, the text repeating when it is shorter."""
         return repeated_tokens(self.runtime.model, text, n_tokens, what)
 
-    def time_prefill(self, tokens: list[int], cancel: CancelToken = NEVER) -> float:
-        """Seconds for a full target prefill of `tokens` at positions 0..n-1."""
+    def time_prefill(self, tokens: list[int], cancel: CancelToken = NEVER, on_step: StepFn | None = None) -> float:
+        """Seconds for a full target prefill of `tokens` at positions 0..n-1 (on_step: each batch's progress)."""
         ids = np.asarray(tokens, dtype=np.int32)
         start = time.perf_counter()
-        self.runtime.prefill(ids, np.arange(len(ids), dtype=np.int32), cancel)
+        run_to_end(self.runtime.iter_prefill(ids, np.arange(len(ids), dtype=np.int32), cancel), on_step)
         return time.perf_counter() - start
 
     def time_draft(self, tokens: list[int], settings: RunSettings | None = None,
-                   cancel: CancelToken = NEVER) -> float:
+                   cancel: CancelToken = NEVER, on_step: StepFn | None = None) -> float:
         """Seconds for one draft scoring pass over `tokens` (look-ahead, kernel and window from settings)."""
         settings = settings or RunSettings()
         start = time.perf_counter()
-        self.scorer.score(list(tokens), settings.lookahead, settings.kernel, cancel, settings.draft_window)
+        run_to_end(self.scorer.iter_score(list(tokens), settings.lookahead, settings.kernel, cancel,
+                                          settings.draft_window), on_step)
         return time.perf_counter() - start
 
     def probe_positions(self) -> bool:

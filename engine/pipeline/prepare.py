@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.settings import ModelSettings
-from engine.draft.loader import ensure_dequantized
+from engine.draft.loader import ensure_dequantized, is_dequantized
 from engine.models import defaults
 
 ProgressFn = Callable[[int, int, str], None]
@@ -38,5 +38,6 @@ def prepare_models(settings: ModelSettings | None = None, progress: ProgressFn |
     draft = settings.draft_path or defaults.DRAFT.path
     if Path(draft).is_file() and (settings.draft_path is not None or defaults.is_verified(defaults.DRAFT)):
         cancel.raise_if_cancelled()
-        progress(0, 1, "caching the dequantized draft (first time only)")
+        if not is_dequantized(Path(draft)):  # a cached copy is silent: nothing to wait for
+            progress(0, 1, "caching the dequantized draft (first time only)")
         ensure_dequantized(Path(draft), cancel)

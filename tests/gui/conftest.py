@@ -87,6 +87,8 @@ class FakeInfo:
     draft_path: str = "/models/fake-draft.gguf"
     positions_supported: bool = True
     device: str = "cpu"
+    target_device: str = "CPU"
+    target_offload_reason: str = "llama.cpp build has no GPU offload"
     draft_memory_bytes: int = 300 * 1024 * 1024
     n_ctx: int = 32768
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import configparser
 import inspect
+import shlex
 import sys
 import types
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
+from engine.core.resources import desktop_file_path
 from engine.core.settings import ModelSettings
 from desktop import app
 from desktop.main_window import MainWindow
@@ -31,11 +34,44 @@ def test_cli_flags_parse():
     ["--size", "800x600"],  # too small for a useful screenshot
     ["--size", "wide"],
     ["--tab", "nowhere"],
+    ["a.pdf", "--doc", "b.pdf"],  # the document once: PATH or --doc
 ])
 def test_bad_cli_flags_are_rejected(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         app.parse_args(argv)
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize("argv", [["notes.md"], ["--doc", "notes.md"]])
+def test_a_path_argument_is_the_document_as_doc_is(argv):
+    assert app.parse_args(argv).doc == "notes.md"
+    assert app.parse_args([]).doc is None
+
+
+def test_a_path_argument_can_be_screenshot_with_a_question():
+    options = app.parse_args(["report.pdf", "--screenshot", "out.png", "--run-question", "Summarize"])
+    assert (options.doc, options.run_question) == ("report.pdf", "Summarize")
+
+
+def desktop_entry() -> configparser.SectionProxy:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # keys are case-sensitive
+    parser.read(desktop_file_path(), encoding="utf-8")
+    return parser["Desktop Entry"]
+
+
+@pytest.mark.parametrize("opened", [["/home/me/My Papers/report.pdf"], []])
+def test_the_desktop_entry_passes_the_opened_file_as_the_document(opened):
+    """A desktop expands %f to the one file or folder opened with the app, or to nothing from its menu."""
+    command = shlex.split(desktop_entry()["Exec"])
+    assert command[0] == "specprefill-gui" and command.count("%f") == 1
+    argv = [arg for part in command[1:] for arg in (opened if part == "%f" else [part])]
+    assert app.parse_args(argv).doc == (opened[0] if opened else None)
+
+
+def test_the_desktop_entry_offers_the_app_for_the_documents_it_reads():
+    mime_types = set(desktop_entry()["MimeType"].rstrip(";").split(";"))
+    assert mime_types >= {"application/pdf", "text/plain", "text/markdown", "text/x-python", "inode/directory"}
 
 
 def test_screenshot_without_a_display_goes_offscreen(monkeypatch):

@@ -73,7 +73,8 @@ def test_a_manual_threshold_wins_over_the_calibration(calibrated, window, qtbot,
 
 def test_without_calibration_the_fixed_threshold_decides(window, qtbot, long_pdf, short_txt):
     open_counted(window, qtbot, long_pdf)
-    assert window.doc_info.prediction.text() == "Predicted TTFT: not calibrated: run `specprefill calibrate`"
+    assert window.doc_info.prediction.text() == (
+        "Predicted TTFT: not calibrated: use Models ▸ Calibrate This Machine… (or `specprefill calibrate`)")
     assert window.doc_info.bypass.text() == WILL_RUN
     open_counted(window, qtbot, short_txt)
     assert window.doc_info.bypass.text() == (

@@ -19,7 +19,7 @@ def test_status_bar_shows_models_positions_memory_and_device(window):
     assert status.models.text() == "Target: FakeTarget-1.5B  ·  Draft: FakeDraft-0.5B"
     assert status.positions.text() == "restore positions: supported"
     assert status.memory.text() == "Draft memory: 300.0 MB"
-    assert status.device.text().startswith("Device: cpu")
+    assert status.device.text().startswith("Draft: cpu · Target: CPU · context")
 
 
 def test_runtime_without_gapped_positions_means_renumber_only(make_window, fake_config):

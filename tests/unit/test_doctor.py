@@ -28,7 +28,9 @@ def test_doctor_reports_each_component_and_exits_0_when_the_app_can_run(tmp_path
     lines = proc.stdout.splitlines()
     assert [line.split()[0] for line in lines] == list(LINES)
     llama = next(line for line in lines if line.startswith("llama.cpp:"))
-    assert "restore positions supported" in llama and ("CPU only" in llama or "GPU offload" in llama)
+    assert "restore positions supported" in llama and ("target: CPU (" in llama or "GPU offload: all" in llama)
+    torch_line = next(line for line in lines if line.startswith("torch:"))
+    assert "draft on " in torch_line and "free memory: " in torch_line and "RAM " in torch_line
     assert str(target) in proc.stdout and "none" in lines[-1]
 
 
