@@ -1,5 +1,8 @@
 """PDF ingestion with pypdf: text page by page, with a page map.
 
+The extracted text is cleaned of typesetting artifacts (glyph-name escapes, ligatures,
+line-end hyphenation) by engine.ingest.pdf_text.
+
 Memory stays bounded whatever the file: pypdf reads the file lazily (only a damaged file
 is read whole, up to a cap, to repair it), a compressed stream may inflate only so far,
 each page's decoded content is dropped once its text is out, and reading stops at a
@@ -28,23 +31,16 @@ from engine.ingest._common import (
     SNIFF_BYTES,
     IngestLimits,
     Progress,
-    clean_text,
     human_bytes,
     page_ranges,
     token,
 )
 from engine.ingest.document import Document, Segment
+from engine.ingest.pdf_text import join_line_end_hyphens, normalise_page_text
 
 PAGE_SEPARATOR = "\n\n"
 HEADER_WINDOW = 1024  # readers accept junk before the header, up to a KB
 TAIL_WINDOW = 1 << 20  # the end marker must sit in the last MB
-
-# Typographic ligatures that PDF fonts emit as one glyph; tokenizers and search
-# want the plain letters. The soft hyphen is dropped.
-_LIGATURES = str.maketrans(
-    {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
-     "\ufb05": "st", "\ufb06": "st", "\u00ad": ""}
-)  # fmt: skip
 
 _OBJ = re.compile(rb"(\d{1,10})\s+(\d{1,5})\s+obj\b")
 _CATALOG = re.compile(rb"/Type\s*/Catalog\b")
@@ -79,10 +75,11 @@ def load_pdf(
         reader, n_pages, recovered = _open(path, fh, password, limits)
         structure_complaints = counter.count
         pages = _extract_pages(path, reader, n_pages, cancel, progress, limits, counter)
-    if not pages.segments:
+    if not pages.kept:
         raise IngestError(_nothing_read(path, pages, recovered, limits))
     warnings = _warnings(pages, n_pages, recovered, structure_complaints, limits)
-    return Document(path=path, kind="pdf", text="".join(pages.parts), segments=pages.segments, warnings=warnings)
+    text, segments = _assemble(pages.kept)
+    return Document(path=path, kind="pdf", text=text, segments=segments, warnings=warnings)
 
 
 @contextmanager
@@ -133,31 +130,46 @@ def _stream_caps(limits: IngestLimits) -> Iterator[None]:
 class _Pages:
     """The text read so far, page by page, and which pages went wrong how."""
 
-    parts: list[str] = field(default_factory=list)
-    segments: list[Segment] = field(default_factory=list)
+    kept: list[tuple[int, str]] = field(default_factory=list)  # (page number, its text), pages with text
     empty: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     damaged: list[int] = field(default_factory=list)  # read, but pypdf complained: text may be missing
     bombs: list[int] = field(default_factory=list)  # a stream would inflate past the cap
     n_read: int = 0
     text_capped: bool = False
-    pos: int = 0
+    pos: int = 0  # characters kept so far, separators included
 
     def add(self, number: int, text: str, max_chars: int) -> None:
         if not text:
             self.empty.append(number)
             return
-        sep = PAGE_SEPARATOR if self.parts else ""
-        room = max_chars - self.pos - len(sep)
+        sep = len(PAGE_SEPARATOR) if self.kept else 0
+        room = max_chars - self.pos - sep
         if len(text) > room:
             self.text_capped = True
             text = text[: max(room, 0)]
             if not text:
                 return
-        self.parts.append(sep + text)
-        start = self.pos + len(sep)
-        self.segments.append(Segment(f"page {number}", "page", start, start + len(text)))
-        self.pos = start + len(text)
+        self.kept.append((number, text))
+        self.pos += sep + len(text)
+
+
+def _assemble(kept: list[tuple[int, str]]) -> tuple[str, list[Segment]]:
+    """The document's text, pages joined by PAGE_SEPARATOR, and a segment per page.
+    Line-end hyphens are resolved here, against the words of every page read; that only
+    shortens text, so the text cap still holds."""
+    texts = join_line_end_hyphens([text for _, text in kept])
+    parts: list[str] = []
+    segments: list[Segment] = []
+    pos = 0
+    for (number, _), text in zip(kept, texts):
+        if parts:
+            parts.append(PAGE_SEPARATOR)
+            pos += len(PAGE_SEPARATOR)
+        parts.append(text)
+        segments.append(Segment(f"page {number}", "page", pos, pos + len(text)))
+        pos += len(text)
+    return "".join(parts), segments
 
 
 def _extract_pages(path: Path, reader, n_pages: int, cancel: CancelToken, progress: Progress | None,
@@ -170,7 +182,7 @@ def _extract_pages(path: Path, reader, n_pages: int, cancel: CancelToken, progre
         complaints = counter.count
         try:
             page = reader.pages[i]
-            pages.add(number, clean_text(page.extract_text()).translate(_LIGATURES).strip(), limits.max_text_bytes)
+            pages.add(number, normalise_page_text(page.extract_text()).strip(), limits.max_text_bytes)
             _forget_decoded(page)
         except DependencyError as e:
             raise IngestError(f"{path} needs a feature this install lacks ({_why(e)})") from e

