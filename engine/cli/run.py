@@ -34,7 +34,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
             print(f"specprefill: warning: {warning}", file=sys.stderr)
     engine = load_engine(args, cancel, quiet=args.json)
     try:
-        results = _stream(engine.stream(document, args.question, args.mode, settings, cancel), args.json)
+        results = print_events(engine.stream(document, args.question, args.mode, settings, cancel), args.json)
     finally:
         engine.close()
     report = {
@@ -55,7 +55,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     return 0
 
 
-def _stream(events, quiet: bool) -> dict[str, RunResult]:
+def print_events(events, quiet: bool) -> dict[str, RunResult]:
     """Print the events as they come (answer on stdout, the rest on stderr); return the results."""
     results: dict[str, RunResult] = {}
     for event in events:

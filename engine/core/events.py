@@ -93,12 +93,17 @@ class RunResult:
     stop_reason: str = ""  # eos | max_new_tokens
     truncated_tokens: int = 0  # document tokens cut to fit the context (RunSettings.truncate)
     truncated_chars: int = 0
+    # How a session run's prefill was served (engine.pipeline.session.ServedBy); "" for one-shot runs
+    served_by: str = ""
 
     SPEC_ONLY = ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason",
                  "draft_peak_mem_bytes", "draft_window")
 
     def to_json(self) -> dict:
-        return run_json(self, self.SPEC_ONLY)
+        data = run_json(self, self.SPEC_ONLY)
+        if not self.served_by:
+            del data["served_by"]  # one-shot runs: their JSON (run, bench, saved A/B reports) stays as it was
+        return data
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,9 @@ class LlamaContext:
             raise ModelError(f"could not create a llama.cpp context of {n_ctx} tokens (out of memory?)")
         self.n_ctx = int(L.llama_n_ctx(self._ptr))  # llama.cpp may round the size up
         self.cancel: CancelToken = NEVER
+        # Bumped by every clear(): whoever filled the KV cache at generation g knows it still
+        # holds their tokens while the generation is still g.
+        self.generation = 0
         self._abort_cb = L.ggml_abort_callback(lambda _data: self.cancel.cancelled)
         L.llama_set_abort_callback(self._ptr, self._abort_cb, None)
         self.batch = LlamaBatch(n_batch)
@@ -255,6 +258,14 @@ class LlamaContext:
 
     def clear(self) -> None:
         L.llama_memory_clear(L.llama_get_memory(self.ptr), True)
+        self.generation += 1
+
+    def remove_after(self, position: int) -> bool:
+        """Drop the KV entries at positions >= position (sequence 0), keeping those before it.
+
+        False when llama.cpp cannot cut the sequence there (some memory types cannot): the
+        caller must then clear and start over."""
+        return bool(L.llama_memory_seq_rm(L.llama_get_memory(self.ptr), 0, position, -1))
 
     def decode(self, tokens: np.ndarray, positions: np.ndarray, want_logits: bool) -> int:
         """One llama_decode of at most n_batch tokens at explicit positions; returns llama's code."""

@@ -50,6 +50,16 @@ class TargetRuntime:
         if len(tokens) == 0:
             raise ValueError("nothing to prefill")
         self.context.clear()
+        return (yield from self._iter_batches(tokens, positions, cancel))
+
+    def iter_extend(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER) -> Steps[np.ndarray]:
+        """Prefill tokens at the given positions on top of what the KV cache holds (no clear):
+        a cached prefix plus a new tail. Yields and returns as iter_prefill."""
+        if len(tokens) == 0:
+            raise ValueError("nothing to prefill")
+        return (yield from self._iter_batches(tokens, positions, cancel))
+
+    def _iter_batches(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken) -> Steps[np.ndarray]:
         step = self.context.n_batch
         with self._abort_on(cancel):
             for start in range(0, len(tokens), step):

@@ -44,6 +44,7 @@ from engine.pipeline import costmodel
 from engine.pipeline.costmodel import CostModel
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
 from engine.pipeline.placement import TargetPlacement, place_target
+from engine.pipeline.session import DocumentSession, PrefixKey
 from engine.pipeline.vocab_check import require_shared_vocab
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,11 @@ def _open_target(settings: ModelSettings, target_path: Path, target_name: str, d
 
 
 WARM_UP_TOKENS = 16
+
+
+def _require_question(question: str) -> None:
+    if not question.strip():
+        raise ValueError("the question is empty")
 
 
 @dataclass(frozen=True)
@@ -299,12 +305,28 @@ class Engine:
         """
         settings = settings or RunSettings()
         text = document.text if isinstance(document, Document) else document
-        if not question.strip():
-            raise ValueError("the question is empty")
+        _require_question(question)
         runs = run_order(mode, spec_first)
         with self._exclusive():
             for run in runs:
                 yield from self._run(run, text, question, settings, cancel)
+
+    def ask(self, session: DocumentSession, question: str, mode: str = "auto",
+            settings: RunSettings | None = None, cancel: CancelToken = NEVER) -> Iterator[EngineEvent]:
+        """Events for one question about the session's document (modes: engine.pipeline.session).
+
+        A full prefill leaves the document's prefix in the target's KV cache; the session's next
+        full-prefix run prefills only its own tail on top of it. Each RunResult says how its
+        prefill was served (`served_by`). One run at a time, as `stream`.
+        """
+        settings = settings or RunSettings()
+        _require_question(question)
+        run = session.run_for(mode)
+        with self._exclusive():
+            for event in self._run(run, session.text, question, settings, cancel, session):
+                if isinstance(event, RunFinished):
+                    session.answered += 1
+                yield event
 
     @contextmanager
     def _exclusive(self):
@@ -316,7 +338,7 @@ class Engine:
             self._busy.release()
 
     def _run(self, run: RunName, text: str, question: str, settings: RunSettings,
-             cancel: CancelToken) -> Iterator[EngineEvent]:
+             cancel: CancelToken, session: DocumentSession | None = None) -> Iterator[EngineEvent]:
         t0 = time.perf_counter()
         yield StageChanged(run, "tokenizing")
         prompt, cut = fit_prompt(self.runtime.model, self.prepare(text, question, settings), self.info.n_ctx,
@@ -324,23 +346,51 @@ class Engine:
         request = _Request(run, prompt, cut, settings, cancel, t0, time.perf_counter() - t0)
         if cut is not None:
             yield Notice(run, cut.describe())
-        yield from self._baseline(request) if run == "baseline" else self._spec(request)
+        yield from self._baseline(request, session=session) if run == "baseline" else self._spec(request, session)
 
-    def _baseline(self, request: _Request, bypass_reason: str = "") -> Iterator[EngineEvent]:
+    def _baseline(self, request: _Request, bypass_reason: str = "",
+                  session: DocumentSession | None = None) -> Iterator[EngineEvent]:
+        """Full prefill and decode; in a session, on top of the cached prefix when the KV cache holds it."""
         prompt = request.prompt
-        positions = np.arange(prompt.n_tokens, dtype=np.int32)
-        result = yield from self._prefill_and_generate(request, prompt.tokens, positions, prompt.n_tokens)
+        start = self._cached_prefix(session, request)
+        if session is not None:
+            session.forget_prefix()  # until this prefill has completed the prefix again
+        positions = np.arange(start, prompt.n_tokens, dtype=np.int32)
+        result = yield from self._prefill_and_generate(request, prompt.tokens[start:], positions, prompt.n_tokens,
+                                                       extend=start > 0)
+        served_by = ""
+        if session is not None:
+            # Generation only wrote positions after the prefix: the next question removes them.
+            session.remember_prefix(self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start],
+                                    self.runtime.context.generation)
+            served_by = "cached_full" if start else "cold_full"
         yield RunFinished(request.run, RunResult(
             **request.result_fields(), positions="contiguous", bypassed=bool(bypass_reason),
-            bypass_reason=bypass_reason, **result))
+            bypass_reason=bypass_reason, served_by=served_by, **result))
 
-    def _spec(self, request: _Request) -> Iterator[EngineEvent]:
+    def _prefix_key(self, session: DocumentSession, settings: RunSettings) -> PrefixKey:
+        info = self.info
+        return session.key(info.target_path, info.draft_path, settings.system_prompt, info.n_ctx)
+
+    def _cached_prefix(self, session: DocumentSession | None, request: _Request) -> int:
+        """Tokens of this prompt's prefix the KV cache holds for the session, with everything after
+        them removed; 0 when the whole prompt must be prefilled."""
+        if session is None:
+            return 0
+        prompt = request.prompt
+        held = session.reusable_prefix(self._prefix_key(session, request.settings),
+                                       prompt.tokens[:prompt.tail_start], self.runtime.context.generation)
+        return held if held and self.runtime.context.remove_after(held) else 0
+
+    def _spec(self, request: _Request, session: DocumentSession | None = None) -> Iterator[EngineEvent]:
         run, prompt, settings = request.run, request.prompt, request.settings
         reason = self.bypass_reason(prompt.n_tokens, settings)
         if reason:
             yield Notice(run, f"bypassed: {reason}; ran full prefill")
-            yield from self._baseline(request, bypass_reason=reason)
+            yield from self._baseline(request, bypass_reason=reason, session=session)
             return
+        if session is not None:
+            session.forget_prefix()  # the KV cache will hold only the kept tokens: never a prefix
         positions_mode = self.resolve_positions(settings.positions)
         self._require_draft_memory(prompt.n_tokens)
 
@@ -374,7 +424,7 @@ class Engine:
             **request.result_fields(), draft_s=draft_s, select_s=select_s,
             kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode,
             draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), draft_window=settings.draft_window,
-            **result))
+            served_by="spec" if session is not None else "", **result))
 
     def _require_draft_memory(self, n_prompt: int) -> None:
         """The draft's cache grows with the prompt: refuse before scoring rather than die in it."""
@@ -389,12 +439,14 @@ class Engine:
         return self.info.draft_memory_bytes + measured.peak_bytes
 
     def _prefill_and_generate(self, request: _Request, tokens: np.ndarray, positions: np.ndarray,
-                              next_position: int):
-        """Prefill, then stream the answer. Returns the timing fields of RunResult."""
+                              next_position: int, extend: bool = False):
+        """Prefill (from an empty KV cache, or with `extend` on top of what it holds), then stream
+        the answer. Returns the timing fields of RunResult."""
         run, cancel, max_new = request.run, request.cancel, request.settings.max_new_tokens
         yield StageChanged(run, "prefill", f"prefilling {len(tokens)} of {request.prompt.n_tokens} tokens")
         t_prefill = time.perf_counter()
-        logits = yield from self._progress(run, "prefill", self.runtime.iter_prefill(tokens, positions, cancel))
+        prefill = self.runtime.iter_extend if extend else self.runtime.iter_prefill
+        logits = yield from self._progress(run, "prefill", prefill(tokens, positions, cancel))
         target_prefill_s = time.perf_counter() - t_prefill
 
         yield StageChanged(run, "generating")
