@@ -1,5 +1,7 @@
 """`specprefill chat`: several questions about one document in one process, reusing the target's
-KV cache for the document's prefix (engine.pipeline.session describes the modes)."""
+KV cache for the document's prefix (engine.pipeline.session describes the modes). The prefix's
+state is saved to the cache after its first full prefill, so a later `chat` about the same
+document loads it instead (`served by saved_state`; `specprefill cache` lists and clears them)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, path_arg, run_settings_from
 from engine.cli.run import print_events
 from engine.core.cancel import CancelToken
-from engine.core.events import RunResult
+from engine.core.events import Notice, RunResult
 from engine.ingest import load_document
 from engine.pipeline import SESSION_MODES, DocumentSession
 
@@ -52,13 +54,23 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         for number, question in enumerate(questions, 1):
             if not args.json:
                 print(f"Q{number}: {question}\nA: ", end="", flush=True)
-            results = print_events(engine.ask(session, question, args.mode, settings, cancel), args.json)
+            events = engine.ask(session, question, args.mode, settings, cancel)
+            results = print_events(notices_to_stderr(events) if args.json else events, args.json)
             result = next(iter(results.values()))
             print(json.dumps({"question": question, **result.to_json()}) if args.json else footer(result),
                   flush=True)
     finally:
         engine.close()
     return 0
+
+
+def notices_to_stderr(events):
+    """The events, with each notice also printed on stderr: --json keeps stdout to the answers, and
+    a saved state that was not used still says so."""
+    for event in events:
+        if isinstance(event, Notice):
+            print(f"specprefill: notice: {event.message}", file=sys.stderr, flush=True)
+        yield event
 
 
 def footer(r: RunResult) -> str:

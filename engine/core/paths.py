@@ -1,4 +1,4 @@
-"""Where the app keeps its cache (models, wheels, dequantized drafts) and config."""
+"""Where the app keeps its cache (models, wheels, dequantized drafts, saved prefix states) and config."""
 
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ def models_dir() -> Path:
 
 def draft_cache_dir() -> Path:
     return cache_dir() / "draft"
+
+
+def state_cache_dir() -> Path:
+    """Saved KV states of documents' prefixes (engine.pipeline.state_store)."""
+    return cache_dir() / "states"
 
 
 def calibration_path() -> Path:

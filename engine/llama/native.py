@@ -267,6 +267,27 @@ class LlamaContext:
         caller must then clear and start over."""
         return bool(L.llama_memory_seq_rm(L.llama_get_memory(self.ptr), 0, position, -1))
 
+    def save_sequence(self, path: Path, tokens: np.ndarray) -> int:
+        """Write sequence 0's KV state, with the tokens it holds, to `path`; returns the bytes written."""
+        ids = np.ascontiguousarray(tokens, dtype=np.int32)
+        written = L.llama_state_seq_save_file(self.ptr, str(path).encode(), 0,
+                                              ids.ctypes.data_as(ctypes.POINTER(L.llama_token)), len(ids))
+        if not written:
+            raise RuntimeFailure(f"llama.cpp could not save the sequence state to {path}")
+        return int(written)
+
+    def load_sequence(self, path: Path, capacity: int) -> np.ndarray:
+        """Clear the KV cache (a new generation, as clear()), then load a state saved by save_sequence
+        into sequence 0; returns the tokens saved with it (at most `capacity`)."""
+        self.clear()
+        tokens = (L.llama_token * capacity)()
+        count = ctypes.c_size_t(0)
+        read = L.llama_state_seq_load_file(self.ptr, str(path).encode(), 0, tokens, capacity, ctypes.byref(count))
+        if not read:
+            self.clear()  # a failed load may leave part of a state behind
+            raise RuntimeFailure(f"llama.cpp could not load the sequence state from {path}")
+        return np.array(tokens[:count.value], dtype=np.int32)
+
     def decode(self, tokens: np.ndarray, positions: np.ndarray, want_logits: bool) -> int:
         """One llama_decode of at most n_batch tokens at explicit positions; returns llama's code."""
         self.batch.fill(tokens, positions, want_logits)

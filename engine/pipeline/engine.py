@@ -26,6 +26,7 @@ from engine.core.errors import EngineBusyError, ModelError, PositionsUnsupported
 from engine.core.events import (EngineEvent, Notice, Progress, RunFinished, RunName, RunResult, Selection,
                                 SelectionMade, Stage, StageChanged, TokenGenerated, run_order)
 from engine.core.memory import require_all_fit, require_fits
+from engine.core.paths import state_cache_dir
 from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelSettings, RunSettings
 from engine.core.steps import StepFn, Steps, run_to_end
 from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
@@ -45,6 +46,7 @@ from engine.pipeline.costmodel import CostModel
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
 from engine.pipeline.placement import TargetPlacement, place_target
 from engine.pipeline.session import DocumentSession, PrefixKey
+from engine.pipeline.state_store import STORE_ERRORS, StateLoad, StateStore, cap_bytes
 from engine.pipeline.vocab_check import require_shared_vocab
 
 log = logging.getLogger(__name__)
@@ -159,11 +161,13 @@ class Engine:
     """Both models, loaded once; answers requests one at a time."""
 
     def __init__(self, runtime: TargetRuntime, scorer: DraftScorer, info: EngineInfo,
-                 cost_model: CostModel | None = None):
+                 cost_model: CostModel | None = None, state_store: StateStore | None = None):
         self.runtime = runtime
         self.scorer = scorer
         self.info = info
         self.cost_model = cost_model  # from `specprefill calibrate`, when this machine has one
+        # Documents' full prefixes saved to disk, for sessions (None or a cap of 0: off)
+        self.state_store = state_store
         self._busy = threading.Lock()  # held while a stream runs: one run at a time
 
     # -- lifetime -----------------------------------------------------------
@@ -205,7 +209,8 @@ class Engine:
         except BaseException:
             runtime.close()  # free the target's native memory now, not at garbage collection
             raise
-        engine = cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info, costmodel.load_matching(info))
+        engine = cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info, costmodel.load_matching(info),
+                     StateStore(state_cache_dir(), cap_bytes(settings.state_cache_gb)))
         engine._warm_up()
         if progress:
             progress(3, 3, "ready")
@@ -321,7 +326,7 @@ class Engine:
         """
         settings = settings or RunSettings()
         _require_question(question)
-        run = session.run_for(mode)
+        run = session.run_for(mode, saved=self._has_saved_prefix(session, settings))
         with self._exclusive():
             for event in self._run(run, session.text, question, settings, cancel, session):
                 if isinstance(event, RunFinished):
@@ -353,20 +358,24 @@ class Engine:
         """Full prefill and decode; in a session, on top of the cached prefix when the KV cache holds it."""
         prompt = request.prompt
         start = self._cached_prefix(session, request)
+        served_by = "cached_full" if start else ""
         if session is not None:
             session.forget_prefix()  # until this prefill has completed the prefix again
+            if not start:  # nothing in memory: a saved state, else a cold prefill (TTFT counts the load)
+                start = yield from self._saved_prefix(session, request)
+                served_by = "saved_state" if start else "cold_full"
         positions = np.arange(start, prompt.n_tokens, dtype=np.int32)
         result = yield from self._prefill_and_generate(request, prompt.tokens[start:], positions, prompt.n_tokens,
                                                        extend=start > 0)
-        served_by = ""
         if session is not None:
             # Generation only wrote positions after the prefix: the next question removes them.
             session.remember_prefix(self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start],
                                     self.runtime.context.generation)
-            served_by = "cached_full" if start else "cold_full"
         yield RunFinished(request.run, RunResult(
             **request.result_fields(), positions="contiguous", bypassed=bool(bypass_reason),
             bypass_reason=bypass_reason, served_by=served_by, **result))
+        if served_by == "cold_full":  # after the answer: saving is never inside its TTFT
+            yield from self._save_prefix(session, request)
 
     def _prefix_key(self, session: DocumentSession, settings: RunSettings) -> PrefixKey:
         info = self.info
@@ -381,6 +390,44 @@ class Engine:
         held = session.reusable_prefix(self._prefix_key(session, request.settings),
                                        prompt.tokens[:prompt.tail_start], self.runtime.context.generation)
         return held if held and self.runtime.context.remove_after(held) else 0
+
+    def _has_saved_prefix(self, session: DocumentSession, settings: RunSettings) -> bool:
+        return self.state_store is not None and self.state_store.has(self._prefix_key(session, settings))
+
+    def _saved_prefix(self, session: DocumentSession, request: _Request):
+        """Load this prompt's prefix from the state store into the KV cache; returns its length, or 0
+        (no saved state, or one that failed its checks: a Notice says why)."""
+        if not self._has_saved_prefix(session, request.settings):
+            return 0
+        key, prompt = self._prefix_key(session, request.settings), request.prompt
+        yield StageChanged(request.run, "prefill", "loading the document's saved prefix state")
+        try:
+            loaded = self.state_store.load(self.runtime.context, key, prompt.tokens[:prompt.tail_start])
+        except STORE_ERRORS as error:  # the cold prefill that follows clears whatever the load left
+            loaded = StateLoad(notice=f"saved state not used: {error}; prefilling the document instead")
+        if loaded.notice:
+            yield Notice(request.run, loaded.notice)
+        return loaded.tokens
+
+    def _save_prefix(self, session: DocumentSession, request: _Request) -> Iterator[EngineEvent]:
+        """Save the prefix the KV cache holds (the tail and answer after it removed first) to the store.
+        The session's prefix stays valid: its next question removes what follows the prefix anyway."""
+        store, context, prompt = self.state_store, self.runtime.context, request.prompt
+        if store is None or not store.enabled or not context.remove_after(prompt.tail_start):
+            return
+        start = time.perf_counter()
+        try:
+            saved = store.save(context, self._prefix_key(session, request.settings),
+                               prompt.tokens[:prompt.tail_start], self.info.target_name)
+        except STORE_ERRORS as error:
+            yield Notice(request.run, f"the document's prefix state was not saved: {error}")
+            return
+        if saved is None:
+            yield Notice(request.run, "the document's prefix state is larger than the saved-state cache size: "
+                                      "not saved")
+        else:
+            log.info("saved the prefix state (%d tokens, %.1f MB) in %.2fs", saved.prefix_tokens,
+                     saved.state_bytes / 1e6, time.perf_counter() - start)
 
     def _spec(self, request: _Request, session: DocumentSession | None = None) -> Iterator[EngineEvent]:
         run, prompt, settings = request.run, request.prompt, request.settings

@@ -13,13 +13,19 @@ What the KV cache holds is recorded here, never guessed:
 - the prefix's key (document, models, system prompt, context size) and its exact tokens
   must match the new prompt's.
 
+Saved states (engine.pipeline.state_store): after a cold full prefill the prefix's KV state is
+saved to the cache, keyed the same way. A full-prefix question with no prefix in memory (a new
+process, or one invalidated in between) loads it instead of prefilling (`saved_state`); a
+damaged or mismatched file gets a notice and a cold prefill.
+
 Modes (`specprefill chat --mode`):
 - baseline: always the full prefix: cold the first time, cached after that;
 - spec: always SpecPrefill (below the threshold, without --force, it is bypassed and runs as
   baseline does, cache included);
-- auto: the first question by SpecPrefill (the fast first answer); each later one from the
-  full prefix: the first follow-up pays one cold full prefill, the rest are served from its
-  cache. (A background full prefill while the user reads the first answer is not built yet.)
+- auto: the first question by SpecPrefill (the fast first answer), or from the saved state
+  when the document's prefix was saved (faster still); each later one from the full prefix:
+  the first follow-up pays one cold full prefill, the rest are served from its cache. (A
+  background full prefill while the user reads the first answer is not built yet.)
 """
 
 from __future__ import annotations
@@ -36,8 +42,8 @@ from engine.ingest.document import Document
 
 SessionMode = Literal["auto", "baseline", "spec"]
 SESSION_MODES: tuple[str, ...] = get_args(SessionMode)
-# How an answer's prefill was served. This slice produces cold_full, cached_full and spec;
-# saved_state and spec_cached_draft are reserved for the state saved to disk and the draft's cache.
+# How an answer's prefill was served: cold_full, cached_full (the prefix in memory), saved_state
+# (the prefix loaded from disk) and spec; spec_cached_draft is reserved for the draft's cache.
 ServedBy = Literal["cold_full", "cached_full", "saved_state", "spec", "spec_cached_draft"]
 
 
@@ -84,11 +90,12 @@ class DocumentSession:
         return PrefixKey(self.document_sha256, _file_identity(target_path), _file_identity(draft_path),
                          system_prompt, n_ctx)
 
-    def run_for(self, mode: str) -> RunName:
-        """The run a question gets in `mode` (a spec run below the threshold is bypassed later)."""
+    def run_for(self, mode: str, saved: bool = False) -> RunName:
+        """The run a question gets in `mode` (a spec run below the threshold is bypassed later);
+        `saved`: the document's full prefix is in the state store."""
         if mode not in SESSION_MODES:
             raise ValueError(f"unknown session mode {mode!r}; expected one of {', '.join(SESSION_MODES)}")
-        if mode == "spec" or (mode == "auto" and self.answered == 0):
+        if mode == "spec" or (mode == "auto" and self.answered == 0 and not saved):
             return "spec"
         return "baseline"
 

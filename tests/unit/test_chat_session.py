@@ -50,6 +50,12 @@ def served(engine, session, questions, mode="baseline", **overrides) -> list[str
     return [ask(engine, session, q, mode, **overrides).served_by for q in questions]
 
 
+@pytest.fixture(autouse=True)
+def no_saved_states(engine, monkeypatch):
+    """These tests are about the prefix in memory: saved states (test_saved_state.py) stay off."""
+    monkeypatch.setattr(engine, "state_store", None)
+
+
 @pytest.fixture
 def extends(engine, monkeypatch):
     """Records what the target prefills on top of its KV cache."""
@@ -175,7 +181,7 @@ def chat(pair, tmp_path_factory):
     env = dict(os.environ, XDG_CACHE_HOME=str(home / "cache"), HF_HUB_OFFLINE="1")
     target, draft = pair
     base = ["chat", "--doc", str(doc), "--target", str(target), "--draft", str(draft), "--threads", "1",
-            "--n-ctx", "512", "--max-new-tokens", "4"]
+            "--n-ctx", "512", "--max-new-tokens", "4", "--state-cache-gb", "0"]
 
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "engine.cli", *base, *args], cwd=ROOT, env=env,

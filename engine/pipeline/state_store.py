@@ -1,0 +1,292 @@
+"""Saved prefix states: a document's full prefix, prefilled once, loaded again by a later process.
+
+Each state is two files in the cache (engine.core.paths.state_cache_dir), named by a digest of
+its PrefixKey: `<digest>.state`, llama.cpp's sequence state (the prefix's KV entries and its
+tokens), and `<digest>.json`, the sidecar: the key, the llama.cpp build, the prefix tokens'
+count and hash, the state file's size and hash, when it was made and last used. The state file
+is written under a temporary name and renamed, the sidecar last: a state without its sidecar
+is never loaded.
+
+Nothing is loaded on trust. Before a load the sidecar must match the key, the build and the
+prompt's prefix, and the state file its size and hash; after it, the tokens llama.cpp read back
+must be the prefix's exactly. Anything else is discarded with a one-line notice and the prefix
+is prefilled as usual. The store keeps at most its cap in bytes, evicting the least recently
+used; a cap of 0 turns it off. One lock file serializes the store's users across processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, fields, replace
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.atomic import write_text_atomic
+from engine.core.errors import CacheError, RuntimeFailure
+from engine.core.locks import artefact_lock
+from engine.llama.native import LlamaContext
+from engine.pipeline.session import PrefixKey
+
+log = logging.getLogger(__name__)
+
+GB = 10**9
+STATE_SUFFIX = ".state"
+SIDECAR_SUFFIX = ".json"
+TEMP_SUFFIX = ".tmp"
+# What a failed save or load can raise (a read-only or full cache, llama.cpp failing to write):
+# the engine turns these into a notice, never a crash.
+STORE_ERRORS: tuple[type[Exception], ...] = (OSError, CacheError, RuntimeFailure)
+
+
+@cache
+def runtime_version() -> str:
+    """The llama.cpp build that writes the states: another build may lay out its state files differently."""
+    try:
+        return f"llama-cpp-python {version('llama_cpp_python')}"
+    except PackageNotFoundError:
+        return "llama-cpp-python (unknown version)"
+
+
+def cap_bytes(gigabytes: float) -> int:
+    return int(gigabytes * GB)
+
+
+def key_json(key: PrefixKey) -> dict:
+    """The key as its JSON round trip gives it back (tuples become lists), for comparing with a sidecar's."""
+    return json.loads(json.dumps(asdict(key)))
+
+
+def key_digest(key: PrefixKey) -> str:
+    return hashlib.sha256(json.dumps(key_json(key), sort_keys=True).encode()).hexdigest()[:32]
+
+
+def tokens_sha256(tokens: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(tokens, dtype="<i4").tobytes()).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    """llama.cpp writes with stdio and never syncs: sync before the rename makes the file final."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class SavedState:
+    """A sidecar: what one saved state holds and how to check it."""
+
+    digest: str
+    key: dict
+    runtime: str
+    target_name: str
+    prefix_tokens: int
+    tokens_sha256: str
+    state_bytes: int
+    state_sha256: str
+    created: float
+    last_used: float
+
+    @classmethod
+    def from_json(cls, data: dict) -> SavedState:
+        """Raises ValueError when the sidecar lacks a field or has others."""
+        names = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or set(data) != names or not isinstance(data["key"], dict):
+            raise ValueError("not a saved-state sidecar")
+        return cls(**data)
+
+    @property
+    def document_sha256(self) -> str:
+        return str(self.key.get("document_sha256", ""))
+
+
+@dataclass(frozen=True)
+class StateLoad:
+    """What a load gave: the prefix tokens the KV cache now holds (0: none), and why not, if it failed."""
+
+    tokens: int = 0
+    notice: str = ""
+
+
+class StateStore:
+    """The saved states in one folder, at most `cap` bytes of them."""
+
+    def __init__(self, folder: Path, cap: int):
+        self.folder = Path(folder)
+        self.cap = cap
+
+    @property
+    def enabled(self) -> bool:
+        return self.cap > 0
+
+    # -- paths ----------------------------------------------------------------
+    def _state(self, digest: str) -> Path:
+        return self.folder / f"{digest}{STATE_SUFFIX}"
+
+    def _sidecar(self, digest: str) -> Path:
+        return self.folder / f"{digest}{SIDECAR_SUFFIX}"
+
+    def _lock(self):
+        return artefact_lock(self.folder / "store")
+
+    # -- listing ----------------------------------------------------------------
+    def entries(self) -> list[SavedState]:
+        """The states whose sidecar reads, most recently used first."""
+        found = []
+        for sidecar in self.folder.glob(f"*{SIDECAR_SUFFIX}"):
+            entry = self._read_sidecar(sidecar.stem)
+            if entry is not None:
+                found.append(entry)
+        return sorted(found, key=lambda e: e.last_used, reverse=True)
+
+    def _read_sidecar(self, digest: str) -> SavedState | None:
+        try:
+            return SavedState.from_json(json.loads(self._sidecar(digest).read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    # -- saving -------------------------------------------------------------------
+    def save(self, context: LlamaContext, key: PrefixKey, prefix: np.ndarray, target_name: str) -> SavedState | None:
+        """Save sequence 0 of the context (it must hold exactly `prefix`); None when the store is off
+        or the state alone is over the cap. Then evict the least recently used beyond the cap."""
+        if not self.enabled:
+            return None
+        digest = key_digest(key)
+        with self._lock():
+            entry = self._write(context, digest, key, prefix, target_name)
+            self._evict(keep=digest)
+        return entry
+
+    def _write(self, context: LlamaContext, digest: str, key: PrefixKey, prefix: np.ndarray,
+               target_name: str) -> SavedState | None:
+        temp = self.folder / f".{digest}{STATE_SUFFIX}.{os.getpid()}{TEMP_SUFFIX}"
+        try:
+            context.save_sequence(temp, prefix)
+            _fsync(temp)
+            size = temp.stat().st_size
+            if size > self.cap:
+                log.info("the prefix state (%d bytes) is over the saved-state cap: not saved", size)
+                return None
+            now = time.time()
+            entry = SavedState(digest, key_json(key), runtime_version(), target_name, len(prefix), tokens_sha256(prefix), size,
+                               file_sha256(temp), now, now)
+            self._sidecar(digest).unlink(missing_ok=True)  # an old sidecar must never describe the new state
+            os.replace(temp, self._state(digest))
+            write_text_atomic(self._sidecar(digest), json.dumps(asdict(entry), indent=1))
+            return entry
+        finally:
+            temp.unlink(missing_ok=True)
+
+    def _evict(self, keep: str) -> None:
+        """Drop states without a sidecar, then the least recently used until the rest fit the cap."""
+        self._remove_orphans()
+        entries = sorted(self.entries(), key=lambda e: e.last_used)
+        total = sum(e.state_bytes for e in entries)
+        for entry in entries:
+            if total <= self.cap:
+                break
+            if entry.digest != keep:
+                log.info("evicting the saved state of document %s", entry.document_sha256[:12])
+                self._discard(entry.digest)
+                total -= entry.state_bytes
+
+    def _remove_orphans(self) -> None:
+        """Files a killed save left: temporaries, and states whose sidecar was never written."""
+        for path in self.folder.glob(f".*{TEMP_SUFFIX}"):
+            path.unlink(missing_ok=True)
+        for state in self.folder.glob(f"*{STATE_SUFFIX}"):
+            if not self._sidecar(state.stem).exists():
+                state.unlink(missing_ok=True)
+
+    def _discard(self, digest: str) -> None:
+        self._sidecar(digest).unlink(missing_ok=True)  # the sidecar first: a state without it is never loaded
+        self._state(digest).unlink(missing_ok=True)
+
+    # -- loading ------------------------------------------------------------------
+    def has(self, key: PrefixKey) -> bool:
+        """A state is saved under this key (not yet checked: load checks it)."""
+        return self.enabled and self._sidecar(key_digest(key)).exists()
+
+    def load(self, context: LlamaContext, key: PrefixKey, prefix: np.ndarray) -> StateLoad:
+        """Load the state saved for this key into the (cleared) context, checked before and after.
+
+        No saved state: StateLoad(0, ""). A damaged or mismatched one: discarded, the context
+        left empty, and a notice saying why."""
+        if not self.has(key):
+            return StateLoad()
+        digest = key_digest(key)
+        with self._lock():
+            entry = self._read_sidecar(digest)
+            problem = self._problem(entry, key, prefix)
+            if not problem:
+                problem = self._load_checked(context, digest, prefix)
+            if problem:
+                self._discard(digest)
+                return StateLoad(notice=f"saved state not used: {problem}; prefilling the document instead")
+            self._touch(entry)
+        return StateLoad(tokens=len(prefix))
+
+    def _problem(self, entry: SavedState | None, key: PrefixKey, prefix: np.ndarray) -> str:
+        """Why this state must not be loaded for this key and prefix ("" when it may)."""
+        if entry is None:
+            return "its description could not be read"
+        if entry.key != key_json(key):
+            return "it was saved for another document, model or system prompt"
+        if entry.runtime != runtime_version():
+            return f"it was saved by {entry.runtime}, not {runtime_version()}"
+        if entry.prefix_tokens != len(prefix) or entry.tokens_sha256 != tokens_sha256(prefix):
+            return "its tokens differ from this prompt's"
+        state = self._state(entry.digest)
+        try:
+            size = state.stat().st_size
+            if size != entry.state_bytes:
+                return f"its file is {size} bytes, {entry.state_bytes} were saved"
+            if file_sha256(state) != entry.state_sha256:
+                return "its file is damaged (hash mismatch)"
+        except OSError as error:
+            return f"its file cannot be read ({error.strerror or error})"
+        return ""
+
+    def _load_checked(self, context: LlamaContext, digest: str, prefix: np.ndarray) -> str:
+        """Load the state; on failure, or tokens that are not the prefix's, empty the context and say why."""
+        try:
+            tokens = context.load_sequence(self._state(digest), context.n_ctx)
+        except RuntimeFailure:
+            return "llama.cpp could not read it"
+        if not np.array_equal(tokens, prefix):
+            context.clear()
+            return "the tokens it holds differ from this prompt's"
+        return ""
+
+    def _touch(self, entry: SavedState) -> None:
+        """Record the use, for least-recently-used eviction (a read-only cache just keeps the old time)."""
+        try:
+            write_text_atomic(self._sidecar(entry.digest), json.dumps(asdict(replace(entry, last_used=time.time())),
+                                                                   indent=1))
+        except OSError as error:
+            log.info("could not record the saved state's use: %s", error)
+
+    # -- clearing -----------------------------------------------------------------
+    def clear(self) -> tuple[int, int]:
+        """Remove every saved state; returns (states removed, bytes freed)."""
+        if not self.folder.exists():
+            return 0, 0
+        with self._lock():
+            entries = self.entries()
+            for entry in entries:
+                self._discard(entry.digest)
+            self._remove_orphans()
+        return len(entries), sum(e.state_bytes for e in entries)
