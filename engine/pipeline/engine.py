@@ -326,7 +326,7 @@ class Engine:
         """
         settings = settings or RunSettings()
         _require_question(question)
-        run = session.run_for(mode, saved=self._has_saved_prefix(session, settings))
+        run = session.run_for(mode, saved=self._has_saved_prefix(self._prefix_key(session, settings)))
         with self._exclusive():
             for event in self._run(run, session.text, question, settings, cancel, session):
                 if isinstance(event, RunFinished):
@@ -357,74 +357,68 @@ class Engine:
                   session: DocumentSession | None = None) -> Iterator[EngineEvent]:
         """Full prefill and decode; in a session, on top of the cached prefix when the KV cache holds it."""
         prompt = request.prompt
-        start = self._cached_prefix(session, request)
-        served_by = "cached_full" if start else ""
+        start, served_by = 0, ""
         if session is not None:
+            key, prefix = self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start]
+            start = self._cached_prefix(session, key, prefix)
+            served_by = "cached_full" if start else ""
             session.forget_prefix()  # until this prefill has completed the prefix again
             if not start:  # nothing in memory: a saved state, else a cold prefill (TTFT counts the load)
-                start = yield from self._saved_prefix(session, request)
+                start = yield from self._saved_prefix(request.run, key, prefix)
                 served_by = "saved_state" if start else "cold_full"
         positions = np.arange(start, prompt.n_tokens, dtype=np.int32)
         result = yield from self._prefill_and_generate(request, prompt.tokens[start:], positions, prompt.n_tokens,
                                                        extend=start > 0)
         if session is not None:
             # Generation only wrote positions after the prefix: the next question removes them.
-            session.remember_prefix(self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start],
-                                    self.runtime.context.generation)
+            session.remember_prefix(key, prefix, self.runtime.context.generation)
         yield RunFinished(request.run, RunResult(
             **request.result_fields(), positions="contiguous", bypassed=bool(bypass_reason),
             bypass_reason=bypass_reason, served_by=served_by, **result))
         if served_by == "cold_full":  # after the answer: saving is never inside its TTFT
-            yield from self._save_prefix(session, request)
+            yield from self._save_prefix(request.run, key, prefix)
 
     def _prefix_key(self, session: DocumentSession, settings: RunSettings) -> PrefixKey:
         info = self.info
         return session.key(info.target_path, info.draft_path, settings.system_prompt, info.n_ctx)
 
-    def _cached_prefix(self, session: DocumentSession | None, request: _Request) -> int:
+    def _cached_prefix(self, session: DocumentSession, key: PrefixKey, prefix: np.ndarray) -> int:
         """Tokens of this prompt's prefix the KV cache holds for the session, with everything after
         them removed; 0 when the whole prompt must be prefilled."""
-        if session is None:
-            return 0
-        prompt = request.prompt
-        held = session.reusable_prefix(self._prefix_key(session, request.settings),
-                                       prompt.tokens[:prompt.tail_start], self.runtime.context.generation)
+        held = session.reusable_prefix(key, prefix, self.runtime.context.generation)
         return held if held and self.runtime.context.remove_after(held) else 0
 
-    def _has_saved_prefix(self, session: DocumentSession, settings: RunSettings) -> bool:
-        return self.state_store is not None and self.state_store.has(self._prefix_key(session, settings))
+    def _has_saved_prefix(self, key: PrefixKey) -> bool:
+        return self.state_store is not None and self.state_store.has(key)
 
-    def _saved_prefix(self, session: DocumentSession, request: _Request):
+    def _saved_prefix(self, run: RunName, key: PrefixKey, prefix: np.ndarray):
         """Load this prompt's prefix from the state store into the KV cache; returns its length, or 0
         (no saved state, or one that failed its checks: a Notice says why)."""
-        if not self._has_saved_prefix(session, request.settings):
+        if not self._has_saved_prefix(key):
             return 0
-        key, prompt = self._prefix_key(session, request.settings), request.prompt
-        yield StageChanged(request.run, "prefill", "loading the document's saved prefix state")
+        yield StageChanged(run, "prefill", "loading the document's saved prefix state")
         try:
-            loaded = self.state_store.load(self.runtime.context, key, prompt.tokens[:prompt.tail_start])
+            loaded = self.state_store.load(self.runtime.context, key, prefix)
         except STORE_ERRORS as error:  # the cold prefill that follows clears whatever the load left
             loaded = StateLoad(notice=f"saved state not used: {error}; prefilling the document instead")
         if loaded.notice:
-            yield Notice(request.run, loaded.notice)
+            yield Notice(run, loaded.notice)
         return loaded.tokens
 
-    def _save_prefix(self, session: DocumentSession, request: _Request) -> Iterator[EngineEvent]:
+    def _save_prefix(self, run: RunName, key: PrefixKey, prefix: np.ndarray) -> Iterator[EngineEvent]:
         """Save the prefix the KV cache holds (the tail and answer after it removed first) to the store.
         The session's prefix stays valid: its next question removes what follows the prefix anyway."""
-        store, context, prompt = self.state_store, self.runtime.context, request.prompt
-        if store is None or not store.enabled or not context.remove_after(prompt.tail_start):
+        store, context = self.state_store, self.runtime.context
+        if store is None or not store.enabled or not context.remove_after(len(prefix)):
             return
         start = time.perf_counter()
         try:
-            saved = store.save(context, self._prefix_key(session, request.settings),
-                               prompt.tokens[:prompt.tail_start], self.info.target_name)
+            saved = store.save(context, key, prefix, self.info.target_name)
         except STORE_ERRORS as error:
-            yield Notice(request.run, f"the document's prefix state was not saved: {error}")
+            yield Notice(run, f"the document's prefix state was not saved: {error}")
             return
         if saved is None:
-            yield Notice(request.run, "the document's prefix state is larger than the saved-state cache size: "
-                                      "not saved")
+            yield Notice(run, "the document's prefix state is larger than the saved-state cache size: not saved")
         else:
             log.info("saved the prefix state (%d tokens, %.1f MB) in %.2fs", saved.prefix_tokens,
                      saved.state_bytes / 1e6, time.perf_counter() - start)

@@ -32,6 +32,7 @@ from engine.core.atomic import write_text_atomic
 from engine.core.errors import CacheError, RuntimeFailure
 from engine.core.locks import artefact_lock
 from engine.llama.native import LlamaContext
+from engine.models.defaults import sha256_file
 from engine.pipeline.session import PrefixKey
 
 log = logging.getLogger(__name__)
@@ -69,11 +70,6 @@ def key_digest(key: PrefixKey) -> str:
 
 def tokens_sha256(tokens: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(tokens, dtype="<i4").tobytes()).hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _fsync(path: Path) -> None:
@@ -182,13 +178,16 @@ class StateStore:
                 return None
             now = time.time()
             entry = SavedState(digest, key_json(key), runtime_version(), target_name, len(prefix), tokens_sha256(prefix), size,
-                               file_sha256(temp), now, now)
+                               sha256_file(temp), now, now)
             self._sidecar(digest).unlink(missing_ok=True)  # an old sidecar must never describe the new state
             os.replace(temp, self._state(digest))
-            write_text_atomic(self._sidecar(digest), json.dumps(asdict(entry), indent=1))
+            self._write_sidecar(entry)
             return entry
         finally:
             temp.unlink(missing_ok=True)
+
+    def _write_sidecar(self, entry: SavedState) -> None:
+        write_text_atomic(self._sidecar(entry.digest), json.dumps(asdict(entry), indent=1))
 
     def _evict(self, keep: str) -> None:
         """Drop states without a sidecar, then the least recently used until the rest fit the cap."""
@@ -254,7 +253,7 @@ class StateStore:
             size = state.stat().st_size
             if size != entry.state_bytes:
                 return f"its file is {size} bytes, {entry.state_bytes} were saved"
-            if file_sha256(state) != entry.state_sha256:
+            if sha256_file(state) != entry.state_sha256:
                 return "its file is damaged (hash mismatch)"
         except OSError as error:
             return f"its file cannot be read ({error.strerror or error})"
@@ -274,8 +273,7 @@ class StateStore:
     def _touch(self, entry: SavedState) -> None:
         """Record the use, for least-recently-used eviction (a read-only cache just keeps the old time)."""
         try:
-            write_text_atomic(self._sidecar(entry.digest), json.dumps(asdict(replace(entry, last_used=time.time())),
-                                                                   indent=1))
+            self._write_sidecar(replace(entry, last_used=time.time()))
         except OSError as error:
             log.info("could not record the saved state's use: %s", error)
 

@@ -21,8 +21,9 @@ from engine.core.errors import CacheError
 from engine.core.events import Notice, RunFinished, TokenGenerated
 from engine.core.paths import state_cache_dir
 from engine.core.settings import ModelSettings, RunSettings
+from engine.models.defaults import sha256_file
 from engine.pipeline import DocumentSession, Engine
-from engine.pipeline.state_store import StateStore, cap_bytes, file_sha256, key_digest
+from engine.pipeline.state_store import StateStore, cap_bytes, key_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
@@ -66,7 +67,7 @@ def test_a_cold_prefill_saves_only_the_prefix(engine, store):
     saved = json.loads(sidecar.read_text())
     prompt = engine.prepare(DOCUMENT, QUESTIONS[0], SETTINGS)
     assert saved["prefix_tokens"] == prompt.tail_start < prompt.n_tokens
-    assert saved["state_bytes"] == state.stat().st_size and saved["state_sha256"] == file_sha256(state)
+    assert saved["state_bytes"] == state.stat().st_size and saved["state_sha256"] == sha256_file(state)
     assert saved["target_name"] == engine.info.target_name
 
 
@@ -135,7 +136,7 @@ def test_a_damaged_state_gets_a_notice_and_a_cold_prefill(engine, store, damage,
     assert result.served_by == "cold_full" and tokens == cold
     assert len(notices) == 1 and why in notices[0] and "prefilling" in notices[0]
     state, sidecar = only_files(store)  # the damaged one was discarded; the cold prefill saved a good one
-    assert json.loads(sidecar.read_text())["state_sha256"] == file_sha256(state)
+    assert json.loads(sidecar.read_text())["state_sha256"] == sha256_file(state)
     assert ask(engine)[0].served_by == "saved_state"
 
 
