@@ -15,6 +15,16 @@ from engine.core.steps import Steps, run_to_end
 from engine.llama.native import LlamaContext, LlamaModel, decode_error_message
 
 
+def batch_ranges(n_tokens: int, step: int, split: int = 0) -> list[tuple[int, int]]:
+    """[start, end) of each batch: `step` tokens each, none crossing `split`.
+
+    A full prefill splits at the document's end, so the document's KV entries come from the
+    same batches whether the document is prefilled alone (a session's cached prefix) or with
+    a question after it: the cached and the cold answers are computed alike, bit for bit."""
+    bounds = [0, split, n_tokens] if 0 < split < n_tokens else [0, n_tokens]
+    return [(start, min(start + step, hi)) for lo, hi in zip(bounds, bounds[1:]) for start in range(lo, hi, step)]
+
+
 @dataclass(frozen=True)
 class GeneratedToken:
     token: int
@@ -42,29 +52,31 @@ class TargetRuntime:
     def prefill(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER) -> np.ndarray:
         return run_to_end(self.iter_prefill(tokens, positions, cancel))
 
-    def iter_prefill(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER) -> Steps[np.ndarray]:
+    def iter_prefill(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER,
+                     split: int = 0) -> Steps[np.ndarray]:
         """Clear the KV cache, prefill tokens at the given positions batch by batch.
 
-        Yields (done, total) after each batch; returns the last token's logits.
+        Yields (done, total) after each batch; returns the last token's logits. No batch
+        crosses index `split` (0: none): see batch_ranges.
         """
         if len(tokens) == 0:
             raise ValueError("nothing to prefill")
         self.context.clear()
-        return (yield from self._iter_batches(tokens, positions, cancel))
+        return (yield from self._iter_batches(tokens, positions, cancel, split))
 
-    def iter_extend(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER) -> Steps[np.ndarray]:
+    def iter_extend(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER,
+                    split: int = 0) -> Steps[np.ndarray]:
         """Prefill tokens at the given positions on top of what the KV cache holds (no clear):
         a cached prefix plus a new tail. Yields and returns as iter_prefill."""
         if len(tokens) == 0:
             raise ValueError("nothing to prefill")
-        return (yield from self._iter_batches(tokens, positions, cancel))
+        return (yield from self._iter_batches(tokens, positions, cancel, split))
 
-    def _iter_batches(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken) -> Steps[np.ndarray]:
-        step = self.context.n_batch
+    def _iter_batches(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken,
+                      split: int = 0) -> Steps[np.ndarray]:
         with self._abort_on(cancel):
-            for start in range(0, len(tokens), step):
+            for start, end in batch_ranges(len(tokens), self.context.n_batch, split):
                 cancel.raise_if_cancelled()
-                end = min(start + step, len(tokens))
                 self._decode(tokens[start:end], positions[start:end], want_logits=end == len(tokens))
                 yield end, len(tokens)
         return self.context.last_logits()

@@ -368,7 +368,7 @@ class Engine:
                 served_by = "saved_state" if start else "cold_full"
         positions = np.arange(start, prompt.n_tokens, dtype=np.int32)
         result = yield from self._prefill_and_generate(request, prompt.tokens[start:], positions, prompt.n_tokens,
-                                                       extend=start > 0)
+                                                       extend=start > 0, split=prompt.tail_start - start)
         if session is not None:
             # Generation only wrote positions after the prefix: the next question removes them.
             session.remember_prefix(key, prefix, self.runtime.context.generation)
@@ -480,14 +480,14 @@ class Engine:
         return self.info.draft_memory_bytes + measured.peak_bytes
 
     def _prefill_and_generate(self, request: _Request, tokens: np.ndarray, positions: np.ndarray,
-                              next_position: int, extend: bool = False):
-        """Prefill (from an empty KV cache, or with `extend` on top of what it holds), then stream
-        the answer. Returns the timing fields of RunResult."""
+                              next_position: int, extend: bool = False, split: int = 0):
+        """Prefill (from an empty KV cache, or with `extend` on top of what it holds; no batch crosses
+        `split`), then stream the answer. Returns the timing fields of RunResult."""
         run, cancel, max_new = request.run, request.cancel, request.settings.max_new_tokens
         yield StageChanged(run, "prefill", f"prefilling {len(tokens)} of {request.prompt.n_tokens} tokens")
         t_prefill = time.perf_counter()
         prefill = self.runtime.iter_extend if extend else self.runtime.iter_prefill
-        logits = yield from self._progress(run, "prefill", prefill(tokens, positions, cancel))
+        logits = yield from self._progress(run, "prefill", prefill(tokens, positions, cancel, split))
         target_prefill_s = time.perf_counter() - t_prefill
 
         yield StageChanged(run, "generating")

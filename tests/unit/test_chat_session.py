@@ -62,9 +62,9 @@ def extends(engine, monkeypatch):
     calls = []
     iter_extend = engine.runtime.iter_extend
 
-    def spy(tokens, positions, cancel):
+    def spy(tokens, positions, cancel, split=0):
         calls.append((np.array(tokens), np.array(positions)))
-        return (yield from iter_extend(tokens, positions, cancel))
+        return (yield from iter_extend(tokens, positions, cancel, split))
 
     monkeypatch.setattr(engine.runtime, "iter_extend", spy)
     return calls

@@ -34,9 +34,9 @@ def recorder(engine, monkeypatch):
     calls = {"prefill": [], "generate": []}
     iter_prefill, generate = engine.runtime.iter_prefill, engine.runtime.generate
 
-    def spy_prefill(tokens, positions, cancel):
+    def spy_prefill(tokens, positions, cancel, split=0):
         calls["prefill"].append((np.array(tokens), np.array(positions)))
-        return (yield from iter_prefill(tokens, positions, cancel))
+        return (yield from iter_prefill(tokens, positions, cancel, split))
 
     def spy_generate(first_logits, next_position, max_new_tokens, cancel):
         calls["generate"].append(next_position)
