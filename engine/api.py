@@ -18,7 +18,8 @@ from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsEr
                                 PositionsUnsupportedError, RuntimeFailure, SettingsError, SpecPrefillError)
 from engine.core.formatting import (MISSING, format_accuracy, format_bytes, format_count, format_duration,
                                     format_percent, format_percent_short, format_rate, format_ratio, format_seconds)
-from engine.core.events import (CompareResult, EngineEvent, Notice, Progress, RunFinished, RunName, RunResult,
+from engine.core.events import (SERVED_BY_LABELS, BackgroundEnded, BackgroundEvent, BackgroundProgress,
+                                CompareResult, EngineEvent, Notice, Progress, RunFinished, RunName, RunResult,
                                 Selection, SelectionMade, Stage, StageChanged, TokenGenerated, run_order)
 from engine.core.settings import (DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, describe, option_of,
                                   options, validate, value_type)
@@ -30,6 +31,7 @@ from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunRecord, R
 from engine.eval.suite import DEFAULT_KIND, Case, SuiteError, load_suite, parse_suite
 from engine.ingest import load_document
 from engine.ingest.document import Document
+from engine.pipeline.session import SESSION_MODES, DocumentSession
 from engine.models.defaults import DRAFT as DEFAULT_DRAFT
 from engine.models.defaults import TARGET as DEFAULT_TARGET
 
@@ -51,6 +53,8 @@ __all__ = [
     "run_order", "ttft_plot_png", "validate", "value_type", "write_bytes_atomic", "write_csv", "write_text_atomic",
     "AbCaseDone", "AbReport", "CaseRecord", "GroupSummary", "RunRecord", "RunSummary", "Summary", "format_accuracy",
     "calibrate_machine",
+    "BackgroundEnded", "BackgroundEvent", "BackgroundProgress", "DocumentSession", "SERVED_BY_LABELS",
+    "SESSION_MODES",
     "format_bytes", "format_count", "format_percent", "format_percent_short", "format_rate", "format_ratio",
     "format_seconds",
 ]

@@ -27,7 +27,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="baseline: the full prefix, cached after the first question; spec: SpecPrefill "
                         "every time; auto: SpecPrefill first, then the cached full prefix (default auto)")
     p.add_argument("--json", action="store_true", help="print one JSON object per answer, one per line")
-    add_run_options(p)
+    add_run_options(p, sessions=True)
     add_model_options(p)
     p.set_defaults(command=command)
     return p

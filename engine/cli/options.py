@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import SettingsError
-from engine.core.settings import ModelSettings, Option, RunSettings, describe, options, value_type
+from engine.core.settings import SESSION_ONLY_SETTINGS, ModelSettings, Option, RunSettings, describe, options, value_type
 
 EXIT_USAGE = 2
 
@@ -66,8 +66,10 @@ def add_settings_options(parser: argparse.ArgumentParser | argparse._ArgumentGro
             continue
         base = value_type(cls, name)
         flag = flag_of(name, option)
-        if base is bool:
-            parser.add_argument(flag, dest=dest_of(name, option), action="store_true", help=option.help)
+        if base is bool:  # --flag for an option off by default; --flag/--no-flag for one on by default
+            action = argparse.BooleanOptionalAction if default else "store_true"
+            parser.add_argument(flag, dest=dest_of(name, option), action=action, default=bool(default),
+                                help=option.help)
             continue
         kwargs: dict[str, Any] = dict(dest=dest_of(name, option), default=default, help=_help(option, default),
                                       metavar=dest_of(name, option).upper(),
@@ -81,9 +83,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     add_settings_options(parser.add_argument_group("models"), ModelSettings)
 
 
-def add_run_options(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
+def add_run_options(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = (), sessions: bool = False) -> None:
+    """The RunSettings options; those only sessions use (SESSION_ONLY_SETTINGS) with `sessions` only."""
     group = parser.add_argument_group("SpecPrefill")
-    add_settings_options(group, RunSettings, skip)
+    add_settings_options(group, RunSettings, skip if sessions else (*skip, *SESSION_ONLY_SETTINGS))
     group.add_argument("--password", default=None, help="password of an encrypted PDF")
 
 

@@ -122,6 +122,40 @@ class Notice:
 
 EngineEvent = StageChanged | Progress | TokenGenerated | SelectionMade | RunFinished | Notice
 
+# How a session's answer was prefilled (RunResult.served_by), and how the app names each path.
+SERVED_BY_LABELS: dict[str, str] = {
+    "cold_full": "cold full prefill",
+    "cached_full": "full document from the cache",
+    "saved_state": "full document from the saved state",
+    "spec": "SpecPrefill",
+    "spec_cached_draft": "SpecPrefill with the cached draft",
+}
+
+
+@dataclass(frozen=True)
+class BackgroundProgress:
+    """The background full prefill of a session's document prefix: tokens done of total."""
+
+    done: int
+    total: int
+
+
+# done: the full prefix is cached (and saved); paused: a question took the target, the next call
+# resumes; cancelled: its own Cancel; not_needed: nothing to fill; failed: detail says why.
+BackgroundStatus = Literal["done", "paused", "cancelled", "not_needed", "failed"]
+
+
+@dataclass(frozen=True)
+class BackgroundEnded:
+    status: BackgroundStatus
+    done: int
+    total: int
+    seconds: float  # spent prefilling in this call
+    detail: str = ""
+
+
+BackgroundEvent = BackgroundProgress | BackgroundEnded
+
 
 @dataclass
 class CompareResult:

@@ -148,6 +148,11 @@ class ModelSettings:
         what="saved-state cache size",
         help="GB of documents' saved prefix states kept in the cache, least recently used evicted first "
              "(0 = off: never saved or loaded)")
+    draft_cache_gb: float = setting(
+        1.0, minimum=0.0, maximum=1 << 20, zero_means="off: the draft scores every question from scratch",
+        what="draft cache size",
+        help="GB of memory for the draft's keys and values of open documents, so a follow-up SpecPrefill "
+             "scores only its question; least recently used dropped first (0 = off)")
 
     def __post_init__(self) -> None:
         for name in ("target_path", "draft_path"):
@@ -187,6 +192,10 @@ class RunSettings:
     truncate: bool = setting(
         False, label="Long documents",
         help="cut the end of a document too long for the context window (and say how much) instead of refusing")
+    background_prefill: bool = setting(
+        True, label="Background full prefill",
+        help="in a session (chat, the app), after a SpecPrefill answer prefill the whole document into the "
+             "target while idle, so later questions are answered from the full cached document")
     system_prompt: str = setting("You are a helpful assistant. Answer using only the document.", flag="",
                                  help="the system turn of the chat prompt")
 
@@ -194,4 +203,5 @@ class RunSettings:
         validate(self)
 
 
+SESSION_ONLY_SETTINGS = ("background_prefill",)  # RunSettings that only sessions (chat, the app) use
 DEFAULT_DRAFT_WINDOW: int = RunSettings.draft_window  # read from the schema, for the cost model

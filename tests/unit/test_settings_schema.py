@@ -14,7 +14,7 @@ import pytest
 from engine.cli.main import build_parser
 from engine.cli.options import model_settings_from, run_settings_from
 from engine.core.errors import SettingsError
-from engine.core.settings import ModelSettings, RunSettings, options
+from engine.core.settings import SESSION_ONLY_SETTINGS, ModelSettings, RunSettings, options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,13 +58,26 @@ def test_the_cli_defaults_are_the_schema_defaults():
     assert model_settings_from(args) == ModelSettings()
 
 
+def _help_of(verb: str) -> str:
+    return subprocess.run([sys.executable, "-m", "engine.cli", verb, "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120).stdout
+
+
 def test_every_schema_field_with_a_flag_is_on_the_cli():
-    help_text = subprocess.run([sys.executable, "-m", "engine.cli", "run", "--help"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=120).stdout
+    run_help, chat_help = _help_of("run"), _help_of("chat")
     for cls in (RunSettings, ModelSettings):
         for name, option, _ in options(cls):
             if option.flag != "":
-                assert (option.flag or "--" + name.replace("_", "-")) in help_text, name
+                flag = option.flag or "--" + name.replace("_", "-")
+                if name in SESSION_ONLY_SETTINGS:  # chat has them; one-shot runs do not
+                    assert flag in chat_help and flag not in run_help, name
+                else:
+                    assert flag in run_help, name
+
+
+def test_a_setting_on_by_default_can_be_turned_off_from_the_cli():
+    assert RunSettings().background_prefill is True
+    assert "--no-background-prefill" in _help_of("chat")
 
 
 def test_cli_values_are_checked_by_the_schema_before_anything_loads():
