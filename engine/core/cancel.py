@@ -24,3 +24,19 @@ class CancelToken:
 
 
 NEVER = CancelToken()  # a token nobody cancels, for callers without a Cancel button
+
+
+class AnyCancel(CancelToken):
+    """Cancelled as soon as any of its tokens is (the user's Cancel, or a run that takes over)."""
+
+    def __init__(self, *tokens: CancelToken) -> None:
+        super().__init__()
+        self._tokens = (self, *tokens)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set() or any(token.cancelled for token in self._tokens[1:])
+
+    def raise_if_cancelled(self) -> None:
+        if self.cancelled:
+            raise Cancelled()

@@ -142,15 +142,14 @@ class ModelSettings:
         help=f"the target's context window in tokens (default: its trained window, at most "
              f"{MAX_CONTEXT_DEFAULT}); at most what the target was trained for")
     n_batch: int = setting(512, minimum=1, maximum=1 << 16, flag="", what="batch size", help="tokens per llama.cpp decode call")
-    # No label: the Settings dialog has no editor for a float yet, so only the CLI sets it.
     state_cache_gb: float = setting(
         4.0, minimum=0.0, maximum=1 << 20, zero_means="off: never saved or loaded",
-        what="saved-state cache size",
+        what="saved-state cache size", label="Saved document states (GB)",
         help="GB of documents' saved prefix states kept in the cache, least recently used evicted first "
              "(0 = off: never saved or loaded)")
     draft_cache_gb: float = setting(
         1.0, minimum=0.0, maximum=1 << 20, zero_means="off: the draft scores every question from scratch",
-        what="draft cache size",
+        what="draft cache size", label="Draft cache (GB)",
         help="GB of memory for the draft's keys and values of open documents, so a follow-up SpecPrefill "
              "scores only its question; least recently used dropped first (0 = off)")
 

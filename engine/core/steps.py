@@ -24,3 +24,13 @@ def run_to_end(steps: Steps[R], on_step: StepFn | None = None) -> R:
             return stop.value
         if on_step is not None:
             on_step(done, total)
+
+
+def chunk_ranges(start: int, end: int, size: int, split: int = 0) -> list[tuple[int, int]]:
+    """[a, b) chunks over [start, end) of `size` tokens each, none crossing `split`.
+
+    Prefills split at a document's end, so the document's keys and values come from the same
+    chunks whether it is prefilled alone (a session's cached prefix) or with a question after
+    it: a cached prefix and a cold one are computed alike, bit for bit."""
+    bounds = sorted({start, end} | ({split} if start < split < end else set()))
+    return [(a, min(a + size, hi)) for lo, hi in zip(bounds, bounds[1:]) for a in range(lo, hi, size)]

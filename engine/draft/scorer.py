@@ -25,7 +25,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from engine.core.cancel import NEVER, CancelToken
 from engine.draft.selection import step_importance
 from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS, RunSettings
-from engine.core.steps import Steps, run_to_end
+from engine.core.steps import Steps, chunk_ranges, run_to_end
 
 ATTN_IMPL = "specprefill"
 
@@ -103,6 +103,35 @@ class ScoreResult:
     importance: np.ndarray  # (n_prompt,) float64
     lookahead_tokens: list[int]  # greedy tokens the draft produced
     steps: int  # look-ahead steps actually scored (stops early at EOS)
+    reused_prefix: int = 0  # leading prompt tokens whose keys and values came from a DraftPrefix
+
+
+@dataclass
+class DraftPrefix:
+    """The draft's keys and values for a prompt's first tokens (a document's prefix), kept between
+    questions so that a follow-up prefills only its own tail in the draft.
+
+    Empty (cache None) until a scoring pass whose prompt starts with `tokens` fills it; after each
+    pass the cache is cut back to the prefix. `window` is the prefill window it was computed with:
+    the keys and values depend on it."""
+
+    tokens: np.ndarray
+    window: int
+    cache: DynamicCache | None = None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def nbytes(self) -> int:
+        if self.cache is None:
+            return 0
+        return sum(t.numel() * t.element_size() for layer in self.cache.layers
+                   for t in (layer.keys, layer.values) if t is not None)
+
+    def fits(self, tokens: list[int], window: int) -> bool:
+        """Whether this prefix starts the prompt (with a token after it to score) at this window."""
+        n = len(self.tokens)
+        return window == self.window and 0 < n < len(tokens) and list(self.tokens) == tokens[:n]
 
 
 class DraftScorer:
@@ -121,28 +150,44 @@ class DraftScorer:
         return run_to_end(self.iter_score(tokens, lookahead, kernel, cancel, window))
 
     def iter_score(self, tokens: list[int], lookahead: int = RunSettings.lookahead, kernel: int = RunSettings.kernel,
-                   cancel: CancelToken = NEVER, window: int = 0) -> Steps[ScoreResult]:
+                   cancel: CancelToken = NEVER, window: int = 0,
+                   prefix: DraftPrefix | None = None) -> Steps[ScoreResult]:
         """Yields (tokens prefilled, total) after each prefill chunk; returns the scores.
 
         window > 0: prompt tokens attend to the first tokens and their last `window` tokens
         only (look-ahead queries still score every prompt key).
+        prefix: keys and values kept for the prompt's first tokens. When it fits the prompt, a
+        filled one spares their prefill and an empty one is filled; either way it ends holding
+        the prefix only. The prefix and the rest are prefilled in separate chunks, so a cached
+        prefix gives the scores a cold pass gives.
         """
         if len(tokens) < 2:
             raise ValueError("need at least two prompt tokens to score")
         if lookahead < 1:  # zero steps would average nothing: every score NaN
             raise ValueError(f"lookahead must be at least 1, got {lookahead}")
+        if prefix is not None and not prefix.fits(tokens, window):
+            prefix = None
         with self._cancellable(cancel), torch.inference_mode():
-            cache = DynamicCache(config=self.model.config)
+            reused = len(prefix) if prefix is not None and prefix.cache is not None else 0
+            cache = prefix.cache if reused else DynamicCache(config=self.model.config)
+            if prefix is not None:
+                prefix.cache = None  # until this pass has left it holding the prefix again
             body = tokens[:-1]
             prefill_window = PrefillWindow(window, self.window_sinks) if window > 0 else None
-            for start in range(0, len(body), self.prefill_chunk):
-                # Set per chunk, not around the loop: the caller's code runs at each yield.
-                with _bound(_WINDOW, prefill_window):
-                    self._prefill_chunk(body[start:start + self.prefill_chunk], start, cache)
-                yield min(start + self.prefill_chunk, len(body)), len(tokens)
-            result = self._look_ahead(tokens, cache, lookahead, kernel, cancel)
+            split = len(prefix) if prefix is not None else 0
+            try:
+                for start, end in chunk_ranges(reused, len(body), self.prefill_chunk, split):
+                    # Set per chunk, not around the loop: the caller's code runs at each yield.
+                    with _bound(_WINDOW, prefill_window):
+                        self._prefill_chunk(body[start:end], start, cache)
+                    yield end, len(tokens)
+                result = self._look_ahead(tokens, cache, lookahead, kernel, cancel)
+            finally:  # cancelled or not: once the prefix's keys and values are whole, keep them
+                if prefix is not None and cache.get_seq_length() >= split:
+                    cache.crop(split - cache.get_seq_length())
+                    prefix.cache = cache
             yield len(tokens), len(tokens)  # the look-ahead covered the last prompt token
-            return result
+            return ScoreResult(result.importance, result.lookahead_tokens, result.steps, reused_prefix=reused)
 
     def _prefill_chunk(self, chunk: list[int], start: int, cache: DynamicCache) -> None:
         # The body only: the LM head is not needed for prompt tokens.

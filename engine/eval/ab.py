@@ -32,6 +32,7 @@ from engine.eval.suite import Case
 from engine.eval.summary import summarize
 from engine.ingest import Document, load_document
 from engine.models import defaults as models
+from engine.pipeline.session import DocumentSession
 
 if TYPE_CHECKING:
     from engine.pipeline import Engine
@@ -135,34 +136,38 @@ def _number(text: str) -> int | float:
 def run_suite(engine: Engine, cases: list[Case], keeps: list[str], settings: RunSettings,
               cancel: CancelToken = NEVER, *, password: str | None = None,
               clock: Callable[[], float] = time.monotonic,
-              finished: Mapping[str, CaseRecord] | None = None) -> Iterator[AbEvent]:
+              finished: Mapping[str, CaseRecord] | None = None, reuse_cache: bool = False) -> Iterator[AbEvent]:
     """Run every case (baseline, then each keep) and finish with the report.
 
     `settings` applies to every run except its `keep`, which each SpecPrefill run replaces:
     the caller decides force/min_tokens, and bypassed runs are recorded as such.
     `finished` holds records of cases already run (a resumed suite): those cases are not run again.
+    `reuse_cache`: the cases about one document share a DocumentSession (Engine.ask), so its
+    follow-up questions are served from the document's caches; their runs say so (served_by).
+    Without it every run is a cold one-shot `Engine.stream`.
     """
     validate_keeps(keeps)
     finished = finished or {}
     done = {case.id: finished[case.id] for case in cases if is_record_of(finished.get(case.id), case)}
+    todo = [(number, case) for number, case in enumerate(cases, start=1) if case.id not in done]
     runner = _CaseRunner(engine, keeps, settings, cancel, password)
-    tracker = _ProgressTracker(len(cases), (len(cases) - len(done)) * (1 + len(keeps)), clock)
-    records: list[CaseRecord] = []
-    for number, case in enumerate(cases, start=1):
-        if case.id in done:
-            records.append(done[case.id])
-            continue
-        record = yield from runner.run(case, number, tracker)
-        records.append(record)
-        yield AbCaseDone(record, case.line)
-    yield AbFinished(build_report(records, keeps, describe_environment(engine, settings, records)))
+    tracker = _ProgressTracker(len(cases), len(todo) * (1 + len(keeps)), clock)
+    run_all = runner.by_document if reuse_cache else runner.one_shot
+    new: dict[str, CaseRecord] = {}
+    for event in run_all(todo, tracker):
+        if isinstance(event, AbCaseDone):
+            new[event.record.id] = event.record
+        yield event
+    records = [done[case.id] if case.id in done else new[case.id] for case in cases]  # the suite's order
+    environment = describe_environment(engine, settings, records, reuse_cache=reuse_cache)
+    yield AbFinished(build_report(records, keeps, environment))
 
 
 def run_suite_report(engine: Engine, cases: list[Case], keeps: list[str], settings: RunSettings,
                      cancel: CancelToken = NEVER, on_progress: Callable[[AbProgress | AbRunDone], None] | None = None,
-                     *, password: str | None = None) -> AbReport:
+                     *, password: str | None = None, reuse_cache: bool = False) -> AbReport:
     """run_suite for callers that only want the report; `on_progress` sees each run's progress and result."""
-    for event in run_suite(engine, cases, keeps, settings, cancel, password=password):
+    for event in run_suite(engine, cases, keeps, settings, cancel, password=password, reuse_cache=reuse_cache):
         if isinstance(event, AbFinished):
             return event.report
         if on_progress and isinstance(event, (AbProgress, AbRunDone)):
@@ -174,43 +179,111 @@ def build_report(records: list[CaseRecord], keeps: list[str], environment: Envir
     return AbReport(summary=summarize(records, keeps), cases=tuple(records), environment=environment)
 
 
+Numbered = tuple[int, Case]  # a case and its 1-based number in the suite
+RunFn = Callable[[Case, "str | None"], RunResult]  # runs one case's baseline (None) or keep
+
+
+def group_by_document(todo: list[Numbered]) -> list[list[Numbered]]:
+    """The cases about each document together, documents in order of first appearance, cases in suite order.
+    (The password is the suite's, so the resolved path alone names a document as it is read.)"""
+    groups: dict[Path, list[Numbered]] = {}
+    for number, case in todo:
+        groups.setdefault(Path(case.doc).resolve(), []).append((number, case))
+    return list(groups.values())
+
+
 class _CaseRunner:
-    """Runs one case's baseline and keeps; an error becomes the case's record instead of ending the suite."""
+    """Runs cases' baselines and keeps; an error becomes the case's record instead of ending the suite."""
 
     def __init__(self, engine: Engine, keeps: list[str], settings: RunSettings, cancel: CancelToken,
                  password: str | None):
         self.engine, self.keeps, self.settings, self.cancel, self.password = engine, keeps, settings, cancel, password
         self.documents: dict[Path, Document] = {}  # each document is read once, whatever the number of cases
+        self.sessions: dict[Path, DocumentSession] = {}  # with reuse_cache: one per document
 
-    def run(self, case: Case, number: int, tracker: _ProgressTracker) -> Iterator[AbEvent]:
-        """Yield the case's progress and runs; return its CaseRecord."""
-        results: dict[str | None, RunResult] = {}
+    def one_shot(self, todo: list[Numbered], tracker: _ProgressTracker) -> Iterator[AbEvent]:
+        """Each case in turn, every run a cold one-shot stream: the TTFTs the default report has always had."""
+        for number, case in todo:
+            results: dict[str | None, RunResult] = {}
+            error = yield from self._attempt(case, number, [None, *self.keeps], results, self._stream, tracker)
+            yield _case_done(case, results, error)
+
+    def by_document(self, todo: list[Numbered], tracker: _ProgressTracker) -> Iterator[AbEvent]:
+        """Document by document, in one session each: its baselines first, then each case's keeps.
+
+        Why this order: the baselines run back to back, the first cold and the next ones from the
+        cached prefix, whether or not a SpecPrefill run in between would evict it; the SpecPrefill
+        runs that follow can then reuse the document's draft cache.
+        """
+        for group in group_by_document(todo):
+            results: dict[str, dict[str | None, RunResult]] = {case.id: {} for _, case in group}
+            errors: dict[str, str | None] = {}
+            for number, case in group:
+                errors[case.id] = yield from self._attempt(case, number, [None], results[case.id], self._ask, tracker)
+            for number, case in group:
+                if errors[case.id] is None:
+                    errors[case.id] = yield from self._attempt(case, number, self.keeps, results[case.id], self._ask,
+                                                               tracker)
+                yield _case_done(case, results[case.id], errors[case.id])
+
+    def _attempt(self, case: Case, number: int, keeps: list[str | None], results: dict[str | None, RunResult],
+                 run: RunFn, tracker: _ProgressTracker) -> Iterator[AbEvent]:
+        """Yield progress and each run of `keeps` (None: the baseline), adding them to `results`;
+        return the error that stopped the case, or None."""
         try:
-            document = self._document(case)
-            for keep in [None, *self.keeps]:
+            for keep in keeps:
                 yield tracker.before_run(number, case.id, run_label(keep))
-                results[keep] = self._run(document, case, keep)
+                results[keep] = run(case, keep)
                 tracker.run_finished()
                 yield AbRunDone(case.id, run_label(keep), results[keep])
         except SpecPrefillError as e:
             log.warning("A/B case %r (suite line %d) failed: %s", case.id, case.line, e)
             tracker.runs_dropped(1 + len(self.keeps) - len(results))
-            return failed_case_record(case, results, str(e))
-        baseline = results.pop(None)
-        return case_record(case, baseline, results)
+            return str(e)
+        return None
 
     def _document(self, case: Case) -> Document:
         if case.doc not in self.documents:
             self.documents[case.doc] = load_document(case.doc, password=self.password, cancel=self.cancel)
         return self.documents[case.doc]
 
-    def _run(self, document: Document, case: Case, keep: str | None) -> RunResult:
-        mode = "baseline" if keep is None else "spec"
-        run_settings = self.settings if keep is None else replace(self.settings, keep=float(keep))
-        for event in self.engine.stream(document, case.question, mode, run_settings, self.cancel):
-            if isinstance(event, RunFinished):
-                return event.result
+    def _session(self, case: Case) -> DocumentSession:
+        key = Path(case.doc).resolve()
+        if key not in self.sessions:
+            self.sessions[key] = DocumentSession(self._document(case))
+        return self.sessions[key]
+
+    def _stream(self, case: Case, keep: str | None) -> RunResult:
+        events = self.engine.stream(self._document(case), case.question, _mode(keep), self._settings(keep),
+                                    self.cancel)
+        return _result_of(events, keep)
+
+    def _ask(self, case: Case, keep: str | None) -> RunResult:
+        events = self.engine.ask(self._session(case), case.question, _mode(keep), self._settings(keep), self.cancel)
+        return _result_of(events, keep)
+
+    def _settings(self, keep: str | None) -> RunSettings:
+        return self.settings if keep is None else replace(self.settings, keep=float(keep))
+
+
+def _mode(keep: str | None) -> str:
+    return "baseline" if keep is None else "spec"
+
+
+def _result_of(events: Iterable, keep: str | None) -> RunResult:
+    """The run's result. The events are read to their end: the engine finishes what follows the
+    answer (a session saves the document's prefix state) before the next run starts."""
+    results = [event.result for event in events if isinstance(event, RunFinished)]
+    if not results:
         raise AbError(f"the engine finished the {run_label(keep)} run without a result")
+    return results[-1]
+
+
+def _case_done(case: Case, results: dict[str | None, RunResult], error: str | None) -> AbCaseDone:
+    if error is not None:
+        return AbCaseDone(failed_case_record(case, results, error), case.line)
+    spec = {keep: result for keep, result in results.items() if keep is not None}
+    return AbCaseDone(case_record(case, results[None], spec), case.line)
 
 
 class _ProgressTracker:
@@ -273,7 +346,8 @@ def is_record_of(record: CaseRecord | None, case: Case) -> bool:
 
 
 # -- environment -------------------------------------------------------------------------
-def describe_environment(engine: Engine, settings: RunSettings, records: list[CaseRecord]) -> Environment:
+def describe_environment(engine: Engine, settings: RunSettings, records: list[CaseRecord], *,
+                         reuse_cache: bool = False) -> Environment:
     """What produced these numbers: models (with hashes when they are the defaults), runtime, settings."""
     info = engine.info
     return Environment(
@@ -282,7 +356,8 @@ def describe_environment(engine: Engine, settings: RunSettings, records: list[Ca
         device=info.device, n_ctx=info.n_ctx, restore_supported=info.positions_supported,
         positions_requested=settings.positions, positions_used=_positions_used(records), threads=_threads(info),
         versions=_versions(), platform=platform.platform(),
-        date=datetime.now(timezone.utc).isoformat(timespec="seconds"), settings=settings_record(settings))
+        date=datetime.now(timezone.utc).isoformat(timespec="seconds"), settings=settings_record(settings),
+        reuse_cache=reuse_cache)
 
 
 def settings_record(settings: RunSettings) -> dict:

@@ -1,8 +1,9 @@
 """The A/B journal: every case written down as it finishes, so an interrupted suite loses nothing.
 
-A JSONL file. The first line says what was run (the suite, its keeps and settings); each
-next line is one case record, in the report's own JSON. Resuming reads back the cases that
-finished, if the suite, keeps and settings are the same; a case that failed is run again.
+A JSONL file. The first line says what was run (the suite, its keeps, settings and whether
+document caches were reused); each next line is one case record, in the report's own JSON.
+Resuming reads back the cases that finished, if all of those are the same (a cold suite's
+TTFTs never mix with cached ones); a case that failed is run again.
 A last line cut short by a kill is ignored, and a resumed journal is written anew without it.
 """
 
@@ -31,22 +32,25 @@ class JournalHeader:
     suite: str  # the suite file, resolved
     keeps: tuple[str, ...]
     settings: dict  # engine.eval.ab.settings_record: every setting but keep
+    reuse_cache: bool = False  # `ab --reuse-cache`; journals written before it ran without
 
     def to_json(self) -> dict:
-        return {"journal": FORMAT, "suite": self.suite, "keeps": list(self.keeps), "settings": self.settings}
+        return {"journal": FORMAT, "suite": self.suite, "keeps": list(self.keeps), "settings": self.settings,
+                "reuse_cache": self.reuse_cache}
 
     @classmethod
     def from_json(cls, data: dict) -> JournalHeader:
-        return cls(data["suite"], tuple(data["keeps"]), data["settings"])
+        return cls(data["suite"], tuple(data["keeps"]), data["settings"], data.get("reuse_cache", False))
 
     @classmethod
-    def of(cls, suite: Path, keeps: Sequence[str], settings: dict) -> JournalHeader:
+    def of(cls, suite: Path, keeps: Sequence[str], settings: dict, reuse_cache: bool = False) -> JournalHeader:
         # Through JSON, so it compares equal to a header read back from a file.
-        return cls(str(suite.resolve()), tuple(keeps), json.loads(json.dumps(settings)))
+        return cls(str(suite.resolve()), tuple(keeps), json.loads(json.dumps(settings)), reuse_cache)
 
     def differences(self, now: JournalHeader) -> list[str]:
         """What differs from `now`, as "name <this journal's value> (now <the value asked for>)"."""
-        pairs = [("suite", self.suite, now.suite), ("keeps", ",".join(self.keeps), ",".join(now.keeps))]
+        pairs = [("suite", self.suite, now.suite), ("keeps", ",".join(self.keeps), ",".join(now.keeps)),
+                 ("reuse_cache", self.reuse_cache, now.reuse_cache)]
         pairs += [(name, self.settings.get(name), now.settings.get(name))
                   for name in sorted(self.settings.keys() | now.settings.keys())]
         return [f"{name} {made!r} (now {asked!r})" for name, made, asked in pairs if made != asked]
@@ -75,7 +79,8 @@ def read_journal(path: Path, header: JournalHeader) -> dict[str, CaseRecord]:
     differences = JournalHeader.from_json(lines[0]).differences(header)
     if differences:
         raise AbError(f"cannot resume from {path}: it was made with {'; '.join(differences)}; "
-                      "run the same suite with the same keeps and settings, or start over without resuming")
+                      "run the same suite with the same keeps and settings (and --reuse-cache or not), "
+                      "or start over without resuming")
     try:
         records = [CaseRecord.from_json(line) for line in lines[1:]]
     except (KeyError, TypeError) as e:

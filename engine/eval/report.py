@@ -14,7 +14,8 @@ from html import escape
 from engine.core.atomic import write_text_atomic
 from engine.core.formatting import MISSING, format_accuracy, format_count, format_percent, format_ratio, \
     format_seconds
-from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary, run_label
+from engine.eval.results import (CACHED, AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary,
+                                 cached_note, run_label)
 
 BASELINE_COLOR = "#6b7280"
 SPEC_COLOR = "#2563eb"
@@ -54,22 +55,25 @@ def write_csv(report: AbReport, path) -> None:
 CSV_COLUMNS = ("case_id", "kind", "run", "keep", "answer", "correct", "agreement", "ttft_s", "tokenize_s",
                "draft_s", "select_s", "target_prefill_s", "prompt_tokens", "prefill_tokens", "kept_fraction",
                "positions", "bypassed", "bypass_reason", "generated_tokens", "stop_reason", "error")
+# Only for suites run with --reuse-cache, so a cold suite's CSV keeps the columns it always had.
+SESSION_CSV_COLUMNS = ("served_by", "ttft_kind")  # ttft_kind: "cold" or "cached"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet run a cell as a formula (OWASP)
 
 
 def render_csv(report: AbReport) -> str:
     """The runs that finished; a failed case adds one row with its error."""
+    columns = (*CSV_COLUMNS, *SESSION_CSV_COLUMNS) if report.environment.reuse_cache else CSV_COLUMNS
     out = io.StringIO(newline="")
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, restval="", extrasaction="ignore")
+    writer = csv.DictWriter(out, fieldnames=columns, restval="", extrasaction="ignore")
     writer.writeheader()
     for case in report.cases:
         for row in _csv_rows(case):
-            writer.writerow({name: csv_cell(row.get(name)) for name in CSV_COLUMNS})
+            writer.writerow({name: csv_cell(row.get(name)) for name in columns})
     return out.getvalue()
 
 
 def _csv_rows(case: CaseRecord) -> list[dict]:
-    rows = [{**run.to_json(), "case_id": case.id, "kind": case.kind,
+    rows = [{**run.to_json(), "case_id": case.id, "kind": case.kind, "ttft_kind": CACHED if run.cached else "cold",
              "run": "baseline" if keep is None else "spec", "keep": keep or ""} for keep, run in case.runs()]
     if case.failed:
         rows.append({"case_id": case.id, "kind": case.kind, "error": case.error})
@@ -96,14 +100,18 @@ def render_html(report: AbReport) -> str:
         f'<p class="muted">{format_count(summary.overall.n_cases, "case")} · keep {escape(", ".join(summary.keeps))}'
         f'{_errors_text(summary.overall)} · {escape(env.date)}</p>',
         "<h2>Plots</h2>", _plots(summary),
-        "<h2>Summary</h2>", _summary_table(summary.overall),
-        "<h2>By kind</h2>", _by_kind(summary.by_kind),
+        "<h2>Summary</h2>", _summary_table(summary.overall, env.reuse_cache), _cached_explained(env.reuse_cache),
+        "<h2>By kind</h2>", _by_kind(summary.by_kind, env.reuse_cache),
         "<h2>Cases</h2>", *(_case_section(case) for case in report.cases),
         "<h2>Environment</h2>", _environment_table(env.to_json()),
     ])
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>SpecPrefill A/B report</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+
+
+def _cached_explained(with_cached: bool) -> str:
+    return f'<p class="muted">{escape(CACHED_EXPLAINED)}</p>' if with_cached else ""
 
 
 def _errors_text(group: GroupSummary) -> str:
@@ -119,23 +127,36 @@ def _plots(summary: Summary) -> str:
     return f'<div class="plots">{items}</div>'
 
 
-def _summary_table(group: GroupSummary) -> str:
-    head = ("<tr><th>run</th><th>accuracy</th><th>agreement</th><th>mean TTFT</th><th>speed-up</th>"
-            "<th>kept</th><th>draft</th><th>target prefill</th><th>bypassed</th></tr>")
-    rows = [_summary_row(run_label(keep), s) for keep, s in group.runs()]
-    return f"<table>{head}{''.join(rows)}</table>"
+SUMMARY_HEAD = ("run", "accuracy", "agreement", "mean TTFT", "speed-up", "kept", "draft", "target prefill",
+                "bypassed")
+CACHED_SUMMARY_HEAD = ("cached runs", "cached mean TTFT")  # suites run with --reuse-cache
+CACHED_EXPLAINED = ("Document caches were reused (--reuse-cache): mean TTFT, draft, target prefill and speed-up "
+                    "are over cold runs only; runs served from a cache are counted and averaged apart (cached).")
 
 
-def _summary_row(label: str, s: RunSummary) -> str:
+def _summary_table(group: GroupSummary, with_cached: bool) -> str:
+    head = (*SUMMARY_HEAD, *CACHED_SUMMARY_HEAD) if with_cached else SUMMARY_HEAD
+    head_row = "<tr>" + "".join(f"<th>{escape(title)}</th>" for title in head) + "</tr>"
+    rows = [_summary_row(run_label(keep), s, with_cached) for keep, s in group.runs()]
+    return f"<table>{head_row}{''.join(rows)}</table>"
+
+
+def _summary_row(label: str, s: RunSummary, with_cached: bool) -> str:
     cells = [format_accuracy(s.accuracy, s.n_scored), format_percent(s.agreement), format_seconds(s.mean_ttft_s),
              format_ratio(s.speedup), format_percent(s.mean_kept_fraction), format_seconds(s.mean_draft_s),
-             format_seconds(s.mean_target_prefill_s), MISSING if s.n_bypassed is None else str(s.n_bypassed)]
+             format_seconds(s.mean_target_prefill_s), _count(s.n_bypassed)]
+    if with_cached:
+        cells += [_count(s.n_cached), format_seconds(s.cached_mean_ttft_s)]
     return f"<tr><th>{escape(label)}</th>{''.join(_num_cell(c) for c in cells)}</tr>"
 
 
-def _by_kind(by_kind: dict[str, GroupSummary]) -> str:
+def _count(n: int | None) -> str:
+    return MISSING if n is None else str(n)
+
+
+def _by_kind(by_kind: dict[str, GroupSummary], with_cached: bool) -> str:
     sections = [f'<h3>{escape(kind)} <span class="muted">({format_count(group.n_cases, "case")}'
-                f'{_errors_text(group)})</span></h3>' + _summary_table(group)
+                f'{_errors_text(group)})</span></h3>' + _summary_table(group, with_cached)
                 for kind, group in sorted(by_kind.items())]
     return "\n".join(sections)
 
@@ -159,7 +180,7 @@ def _runs_table(case: CaseRecord) -> str:
         _case_row("answer", [f'<div class="answer">{escape(run.result.answer)}</div>' for _, run in runs]),
         _case_row("correct", [_mark(run.correct) for _, run in runs]),
         _case_row("agreement", [MISSING if keep is None else format_percent(run.agreement) for keep, run in runs]),
-        _case_row("TTFT", [format_seconds(run.result.ttft_s) for _, run in runs]),
+        _case_row("TTFT", [_ttft_text(run) for _, run in runs]),
         _case_row("kept", [_kept_text(run) for _, run in runs]),
     ]
     return f"<table><tr><th></th>{labels}</tr>{''.join(rows)}</table>"
@@ -167,6 +188,13 @@ def _runs_table(case: CaseRecord) -> str:
 
 def _case_row(label: str, cells: list[str]) -> str:
     return f"<tr><th>{escape(label)}</th>{''.join(f'<td>{c}</td>' for c in cells)}</tr>"
+
+
+def _ttft_text(run: RunRecord) -> str:
+    """The TTFT, labelled when a cache served the run (it is not comparable with cold ones)."""
+    note = cached_note(run.result)
+    ttft = format_seconds(run.result.ttft_s)
+    return f'{ttft} <span class="tag">{escape(note)}</span>' if note else ttft
 
 
 def _kept_text(run: RunRecord) -> str:

@@ -5,8 +5,10 @@
 
 The JSON keeps the field names reports have always had (checks outside this repo read
 them). Fields added since appear only when they say something: `status` and `error` on a
-case that failed, `n_errors` in a summary that left failed cases out. So a report written
-before them reads back, and writes out, unchanged.
+case that failed, `n_errors` in a summary that left failed cases out; and for a suite run
+with `--reuse-cache`, `served_by` on each run, `n_cached` and the cached_mean_* timings in
+its summaries, `reuse_cache` in its environment. So a report written before them reads back,
+and writes out, unchanged.
 """
 
 from __future__ import annotations
@@ -14,15 +16,31 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
-from engine.core.events import RunName, RunResult, run_json
+from engine.core.events import SERVED_BY_LABELS, RunName, RunResult, run_json
 
 ERROR_STATUS = "error"  # a case record's `status` when the case failed; absent when it finished
 BASELINE = "baseline"
+CACHED = "cached"  # how tables and files label the TTFT of a run served from a cache
+# Prefills paid in full: one-shot runs (""), a session's cold full prefill, its SpecPrefill run.
+# Any other served_by (cached_full, saved_state, spec_cached_draft, a later one) came from a cache.
+COLD_SERVED_BY = frozenset({"", "cold_full", "spec"})
 
 
 def run_label(keep: str | None) -> str:
     """How a run is named in tables and progress: "baseline" or "keep 0.2"."""
     return BASELINE if keep is None else f"keep {keep}"
+
+
+def is_cached(result: RunResult) -> bool:
+    """True when the run's prefill came from a cache: its TTFT is not a cold one and never joins cold means."""
+    return result.served_by not in COLD_SERVED_BY
+
+
+def cached_note(result: RunResult) -> str:
+    """"cached: full document from the cache" for a cached run, "" for a cold one: a TTFT's label."""
+    if not is_cached(result):
+        return ""
+    return f"{CACHED}: {SERVED_BY_LABELS.get(result.served_by, result.served_by)}"
 
 
 @dataclass(frozen=True)
@@ -36,6 +54,14 @@ class RunRecord:
     @property
     def is_spec(self) -> bool:
         return self.result.run == "spec"
+
+    @property
+    def cached(self) -> bool:
+        return is_cached(self.result)
+
+    @property
+    def cached_note(self) -> str:
+        return cached_note(self.result)
 
     def to_json(self) -> dict:
         data = {**self.result.to_json(), "correct": self.correct}
@@ -114,11 +140,22 @@ class RunSummary:
     mean_kept_fraction: float | None = None
     speedup: float | None = None
     n_bypassed: int | None = None
+    # Runs served from a document's caches (`ab --reuse-cache`), kept apart: the mean_* timings and
+    # the speed-up above are over cold runs only. n_cached is None when no run was from a session.
+    n_cached: int | None = None
+    cached_mean_ttft_s: float | None = None
+    cached_mean_tokenize_s: float | None = None
+    cached_mean_target_prefill_s: float | None = None
 
     SPEC_ONLY = ("agreement", "mean_draft_s", "mean_select_s", "mean_kept_fraction", "speedup", "n_bypassed")
+    SESSION_ONLY = ("n_cached", "cached_mean_ttft_s", "cached_mean_tokenize_s", "cached_mean_target_prefill_s")
 
     def to_json(self) -> dict:
-        return run_json(self, self.SPEC_ONLY)
+        data = run_json(self, self.SPEC_ONLY)
+        if self.n_cached is None:  # one-shot runs: the summary's JSON stays as it has always been
+            for name in self.SESSION_ONLY:
+                del data[name]
+        return data
 
     @classmethod
     def from_json(cls, data: dict, run: RunName) -> RunSummary:
@@ -201,9 +238,13 @@ class Environment:
     platform: str
     date: str  # ISO 8601, UTC
     settings: dict = field(default_factory=dict)  # RunSettings but keep, as recorded: older reports have fewer
+    reuse_cache: bool = False  # `ab --reuse-cache`: each document's caches served its follow-up questions
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if not self.reuse_cache:
+            del data["reuse_cache"]  # cold one-shot suites write the environment they always have
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> Environment:

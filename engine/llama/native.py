@@ -8,6 +8,7 @@ positions, which SpecPrefill's `restore` mode cannot use.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import logging
 import threading
 from pathlib import Path
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 _GGML_LOG_WARN, _GGML_LOG_ERROR = 3, 4
 _BACKEND_LOCK = threading.Lock()
 _BACKEND_READY = False
+# Generations are unique across all contexts: a prefix recorded against one context can never
+# match another one (the engine keeps a second context for documents' prefixes).
+_GENERATIONS = itertools.count(1)
 
 
 @L.llama_log_callback
@@ -229,14 +233,16 @@ class LlamaContext:
         params.no_perf = True
         self.model = model
         self.n_batch = n_batch
+        self.n_threads = n_threads
+        self.flash_attn = flash_attn
         self._ptr = L.llama_init_from_model(model.ptr, params)
         if not self._ptr:
             raise ModelError(f"could not create a llama.cpp context of {n_ctx} tokens (out of memory?)")
         self.n_ctx = int(L.llama_n_ctx(self._ptr))  # llama.cpp may round the size up
         self.cancel: CancelToken = NEVER
-        # Bumped by every clear(): whoever filled the KV cache at generation g knows it still
+        # A new one at every clear(): whoever filled the KV cache at generation g knows it still
         # holds their tokens while the generation is still g.
-        self.generation = 0
+        self.generation = next(_GENERATIONS)
         self._abort_cb = L.ggml_abort_callback(lambda _data: self.cancel.cancelled)
         L.llama_set_abort_callback(self._ptr, self._abort_cb, None)
         self.batch = LlamaBatch(n_batch)
@@ -258,7 +264,7 @@ class LlamaContext:
 
     def clear(self) -> None:
         L.llama_memory_clear(L.llama_get_memory(self.ptr), True)
-        self.generation += 1
+        self.generation = next(_GENERATIONS)
 
     def remove_after(self, position: int) -> bool:
         """Drop the KV entries at positions >= position (sequence 0), keeping those before it.

@@ -11,18 +11,8 @@ import numpy as np
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import Cancelled, RuntimeFailure
-from engine.core.steps import Steps, run_to_end
+from engine.core.steps import Steps, chunk_ranges, run_to_end
 from engine.llama.native import LlamaContext, LlamaModel, decode_error_message
-
-
-def batch_ranges(n_tokens: int, step: int, split: int = 0) -> list[tuple[int, int]]:
-    """[start, end) of each batch: `step` tokens each, none crossing `split`.
-
-    A full prefill splits at the document's end, so the document's KV entries come from the
-    same batches whether the document is prefilled alone (a session's cached prefix) or with
-    a question after it: the cached and the cold answers are computed alike, bit for bit."""
-    bounds = [0, split, n_tokens] if 0 < split < n_tokens else [0, n_tokens]
-    return [(start, min(start + step, hi)) for lo, hi in zip(bounds, bounds[1:]) for start in range(lo, hi, step)]
 
 
 @dataclass(frozen=True)
@@ -34,13 +24,23 @@ class GeneratedToken:
 class TargetRuntime:
     """One target model + one context. Not thread-safe: one run at a time."""
 
-    def __init__(self, model: LlamaModel, context: LlamaContext):
+    def __init__(self, model: LlamaModel, context: LlamaContext, owns_model: bool = True):
         self.model = model
         self.context = context
+        self.owns_model = owns_model
 
     def close(self) -> None:
         self.context.close()
-        self.model.close()
+        if self.owns_model:
+            self.model.close()
+
+    def sibling(self) -> TargetRuntime:
+        """A second context on the same model, with the same settings: a KV cache of its own.
+        Closing it leaves the model to this runtime."""
+        ctx = self.context
+        return TargetRuntime(self.model, LlamaContext(self.model, n_ctx=ctx.n_ctx, n_batch=ctx.n_batch,
+                                                      n_threads=ctx.n_threads, flash_attn=ctx.flash_attn),
+                             owns_model=False)
 
     def _decode(self, tokens: np.ndarray, positions: np.ndarray, want_logits: bool) -> None:
         rc = self.context.decode(tokens, positions, want_logits)
@@ -57,7 +57,7 @@ class TargetRuntime:
         """Clear the KV cache, prefill tokens at the given positions batch by batch.
 
         Yields (done, total) after each batch; returns the last token's logits. No batch
-        crosses index `split` (0: none): see batch_ranges.
+        crosses index `split` (0: none): see chunk_ranges.
         """
         if len(tokens) == 0:
             raise ValueError("nothing to prefill")
@@ -75,7 +75,7 @@ class TargetRuntime:
     def _iter_batches(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken,
                       split: int = 0) -> Steps[np.ndarray]:
         with self._abort_on(cancel):
-            for start, end in batch_ranges(len(tokens), self.context.n_batch, split):
+            for start, end in chunk_ranges(0, len(tokens), self.context.n_batch, split):
                 cancel.raise_if_cancelled()
                 self._decode(tokens[start:end], positions[start:end], want_logits=end == len(tokens))
                 yield end, len(tokens)

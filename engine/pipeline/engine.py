@@ -21,21 +21,24 @@ import numpy as np
 import psutil
 import torch
 
-from engine.core.cancel import NEVER, CancelToken
-from engine.core.errors import EngineBusyError, ModelError, PositionsUnsupportedError, SettingsError
-from engine.core.events import (EngineEvent, Notice, Progress, RunFinished, RunName, RunResult, Selection,
-                                SelectionMade, Stage, StageChanged, TokenGenerated, run_order)
-from engine.core.memory import require_all_fit, require_fits
+from engine.core.cancel import NEVER, AnyCancel, CancelToken
+from engine.core.errors import (Cancelled, EngineBusyError, ModelError, PositionsUnsupportedError, SettingsError,
+                                SpecPrefillError)
+from engine.core.events import (BackgroundEnded, BackgroundEvent, BackgroundProgress, EngineEvent, Notice, Progress,
+                                RunFinished, RunName, RunResult, Selection, SelectionMade, Stage, StageChanged,
+                                TokenGenerated, run_order)
+from engine.core.formatting import format_bytes
+from engine.core.memory import needs_by_device, require_all_fit, require_fits
 from engine.core.paths import state_cache_dir
 from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelSettings, RunSettings
-from engine.core.steps import StepFn, Steps, run_to_end
+from engine.core.steps import StepFn, Steps, chunk_ranges, run_to_end
 from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
 from engine.draft.memory import draft_scoring_need, draft_weight_bytes
-from engine.draft.scorer import ATTN_IMPL, DraftScorer
+from engine.draft.scorer import ATTN_IMPL, DraftPrefix, DraftScorer
 from engine.draft.selection import plan_selection
 from engine.ingest.document import Document
 from engine.llama.context_fit import Truncation, fit_prompt
-from engine.llama.memory import load_needs
+from engine.llama.memory import load_needs, target_kv_shape
 from engine.llama.native import LlamaContext, LlamaModel, build_info
 from engine.llama.prompt import (PreparedPrompt, render_parts, repeated_tokens, token_char_offsets,
                                  tokenize_parts)
@@ -43,6 +46,7 @@ from engine.llama.runtime import TargetRuntime
 from engine.models import defaults as models
 from engine.pipeline import costmodel
 from engine.pipeline.costmodel import CostModel
+from engine.pipeline.draft_cache import DraftCaches
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
 from engine.pipeline.placement import TargetPlacement, place_target
 from engine.pipeline.session import DocumentSession, PrefixKey
@@ -65,6 +69,7 @@ class EngineInfo:
     n_ctx: int
     target_device: str = "CPU"  # where the target runs: "CPU" or "GPU (all layers, CUDA)"
     target_offload_reason: str = ""  # why the target stays on the CPU; "" when it is offloaded
+    target_memory_device: str = "cpu"  # whose memory the target's KV caches take: "cpu" or "cuda"
 
 
 def default_threads() -> int:
@@ -157,18 +162,33 @@ def _tensor_bytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def _spec_served_by(session: DocumentSession | None, reused_prefix: int) -> str:
+    if session is None:
+        return ""  # one-shot runs say nothing of caches
+    return "spec_cached_draft" if reused_prefix else "spec"
+
+
 class Engine:
     """Both models, loaded once; answers requests one at a time."""
 
     def __init__(self, runtime: TargetRuntime, scorer: DraftScorer, info: EngineInfo,
-                 cost_model: CostModel | None = None, state_store: StateStore | None = None):
-        self.runtime = runtime
+                 cost_model: CostModel | None = None, state_store: StateStore | None = None,
+                 draft_caches: DraftCaches | None = None):
+        self.runtime = runtime  # one-shot runs and every SpecPrefill run
         self.scorer = scorer
         self.info = info
         self.cost_model = cost_model  # from `specprefill calibrate`, when this machine has one
         # Documents' full prefixes saved to disk, for sessions (None or a cap of 0: off)
         self.state_store = state_store
-        self._busy = threading.Lock()  # held while a stream runs: one run at a time
+        # The draft's keys for documents' prefixes, for follow-up SpecPrefill runs (None: off)
+        self.draft_caches = draft_caches
+        # Sessions' full prefixes live in a context of their own, opened on first use, so the
+        # SpecPrefill runs in between never overwrite them.
+        self._prefix_rt: TargetRuntime | None = None
+        self._foreground = threading.Lock()  # held while a request runs: one at a time
+        self._target = threading.Lock()  # held while the target computes (a request, or one background batch)
+        self._preempt_guard = threading.Lock()
+        self._preempt: CancelToken | None = None  # the running background fill's "a request needs the target"
 
     # -- lifetime -----------------------------------------------------------
     @classmethod
@@ -205,18 +225,22 @@ class Engine:
                               draft_memory_bytes=draft_weights,
                               n_ctx=runtime.context.n_ctx,
                               target_device=placement.where,
-                              target_offload_reason=placement.reason)
+                              target_offload_reason=placement.reason,
+                              target_memory_device=placement.memory_device)
         except BaseException:
             runtime.close()  # free the target's native memory now, not at garbage collection
             raise
         engine = cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info, costmodel.load_matching(info),
-                     StateStore(state_cache_dir(), cap_bytes(settings.state_cache_gb)))
+                     StateStore(state_cache_dir(), cap_bytes(settings.state_cache_gb)),
+                     DraftCaches(cap_bytes(settings.draft_cache_gb)))
         engine._warm_up()
         if progress:
             progress(3, 3, "ready")
         return engine
 
     def close(self) -> None:
+        if self._prefix_rt is not None:
+            self._prefix_rt.close()
         self.runtime.close()
 
     def _warm_up(self) -> None:
@@ -326,21 +350,148 @@ class Engine:
         """
         settings = settings or RunSettings()
         _require_question(question)
-        run = session.run_for(mode, saved=self._has_saved_prefix(self._prefix_key(session, settings)))
         with self._exclusive():
-            for event in self._run(run, session.text, question, settings, cancel, session):
-                if isinstance(event, RunFinished):
-                    session.answered += 1
-                yield event
+            key = self._prefix_key(session, settings)
+            run = session.run_for(mode, saved=self._has_saved_prefix(key), cached=session.holds_full(key),
+                                  background=settings.background_prefill)
+            yield from self._run(run, session.text, question, settings, cancel, session)
+            session.answered += 1
+
+    def ask_both(self, session: DocumentSession, question: str, settings: RunSettings | None = None,
+                 cancel: CancelToken = NEVER, spec_first: bool = True) -> Iterator[EngineEvent]:
+        """Events for the side-by-side compare of one question: SpecPrefill (the draft's cached
+        prefix when it has one) and the full prefix (cached when held: on a follow-up the compare
+        is the cached full document against SpecPrefill, as each RunResult's served_by says)."""
+        settings = settings or RunSettings()
+        _require_question(question)
+        with self._exclusive():
+            for run in run_order("both", spec_first):
+                yield from self._run(run, session.text, question, settings, cancel, session)
+            session.answered += 1
+
+    def forget(self, session: DocumentSession, saved: bool = False) -> None:
+        """Drop what the engine keeps for the session's document: its full prefix in the target,
+        the draft's keys, a background fill's progress; with `saved`, its saved states on disk too."""
+        with self._exclusive():
+            if self._prefix_rt is not None and session.filled_tokens:
+                self._prefix_rt.context.clear()  # its memory is reused by the next document
+            session.forget_prefix()
+            session.last_prefix = None
+            if self.draft_caches is not None:
+                self.draft_caches.drop(session.document_sha256)
+            if saved and self.state_store is not None:
+                self.state_store.clear(session.document_sha256)
 
     @contextmanager
     def _exclusive(self):
-        if not self._busy.acquire(blocking=False):
+        """One request at a time; a background fill gives the target up at once (its current
+        llama.cpp batch aborts, and the next call resumes from the batch before)."""
+        if not self._foreground.acquire(blocking=False):
             raise EngineBusyError("a run is already in progress on this engine; wait for it or cancel it")
         try:
-            yield
+            with self._preempt_guard:
+                if self._preempt is not None:
+                    self._preempt.cancel()
+            with self._target:
+                yield
         finally:
-            self._busy.release()
+            self._foreground.release()
+
+    # -- the background full prefill ------------------------------------------------
+    def background_needed(self, session: DocumentSession, settings: RunSettings | None = None) -> bool:
+        """Whether a background fill has work: the setting is on, a question was asked, and the
+        document's full prefix is neither in the prefix context nor saved."""
+        settings = settings or RunSettings()
+        if not settings.background_prefill or session.last_prefix is None:
+            return False
+        key = session.last_prefix[0]
+        return (key == self._prefix_key(session, settings) and not session.holds_full(key)
+                and not self._has_saved_prefix(key))
+
+    def background_prefill(self, session: DocumentSession, settings: RunSettings | None = None,
+                           cancel: CancelToken = NEVER) -> Iterator[BackgroundEvent]:
+        """Prefill the session's full document prefix into the prefix context, one batch at a time,
+        while nothing else runs: the latest question's prefix, after a SpecPrefill answer.
+
+        A request (ask, ask_both, stream...) takes the target at once: the batch under way aborts
+        and this ends `paused`; the next call resumes after the last finished batch. Finished,
+        the prefix is saved (as after a cold full prefill) and follow-ups are served from it.
+        Ends with exactly one BackgroundEnded."""
+        settings = settings or RunSettings()
+        if not self.background_needed(session, settings):
+            held = session.full_prefix_tokens
+            yield BackgroundEnded("not_needed", held, held, 0.0)
+            return
+        key, prefix = session.last_prefix
+        preempt = CancelToken()
+        with self._preempt_guard:
+            self._preempt = preempt
+        t0 = time.perf_counter()
+        try:
+            token = AnyCancel(cancel, preempt)
+            done = session.filled_tokens
+            while done < len(prefix):
+                step = self._fill_step(session, key, prefix, token)
+                if step is None:
+                    break
+                done = step
+                yield BackgroundProgress(done, len(prefix))
+        except Cancelled:
+            pass
+        except (SpecPrefillError, MemoryError) as error:
+            session.forget_prefix()
+            yield BackgroundEnded("failed", 0, len(prefix), time.perf_counter() - t0, str(error))
+            return
+        finally:
+            with self._preempt_guard:
+                if self._preempt is preempt:
+                    self._preempt = None
+        yield from self._end_fill(session, key, prefix, cancel, time.perf_counter() - t0)
+
+    def _fill_step(self, session: DocumentSession, key: PrefixKey, prefix: np.ndarray,
+                   token: CancelToken) -> int | None:
+        """Prefill the prefix's next batch; the tokens held after it, or None when a request has
+        (or has asked for) the target. The batches are a full prefill's, so the result is the
+        prefix a cold full prefill leaves."""
+        if token.cancelled or not self._target.acquire(blocking=False):
+            return None
+        try:
+            if token.cancelled or self._foreground.locked():  # a request came between the checks
+                return None
+            runtime = self._prefix_runtime()
+            held = session.held_tokens(key, prefix, runtime.context)
+            if not held or not runtime.context.remove_after(held):
+                held = 0
+                runtime.context.clear()
+            start, end = chunk_ranges(held, len(prefix), runtime.context.n_batch)[0]
+            run_to_end(runtime.iter_extend(prefix[start:end], np.arange(start, end, dtype=np.int32), token))
+            session.remember_prefix(key, prefix[:end], runtime.context, complete=end == len(prefix))
+            return end
+        finally:
+            self._target.release()
+
+    def _end_fill(self, session: DocumentSession, key: PrefixKey, prefix: np.ndarray, cancel: CancelToken,
+                  seconds: float) -> Iterator[BackgroundEvent]:
+        """The fill's last event; a finished prefix is saved first (a notice when it is not)."""
+        if session.full_prefix_tokens:
+            problem = ""
+            with self._target:  # quick: the save writes what the context holds
+                problem = self._save_prefix(key, prefix, self._prefix_runtime())
+            yield BackgroundEnded("done", len(prefix), len(prefix), seconds, problem)
+            return
+        status = "cancelled" if cancel.cancelled else "paused"
+        yield BackgroundEnded(status, session.filled_tokens, len(prefix), seconds)
+
+    def _prefix_runtime(self) -> TargetRuntime:
+        """The context that holds sessions' full prefixes, opened on first use: a KV cache as
+        large as the main context's, so its memory is checked first."""
+        if self._prefix_rt is None:
+            n_ctx = self.runtime.context.n_ctx
+            kv = target_kv_shape(self.runtime.model).bytes_for(n_ctx)
+            require_all_fit(needs_by_device("keeping the document's full prefix in a second context", (
+                (self.info.target_memory_device, f"target KV cache for {n_ctx} tokens", kv),)))
+            self._prefix_rt = self.runtime.sibling()
+        return self._prefix_rt
 
     def _run(self, run: RunName, text: str, question: str, settings: RunSettings,
              cancel: CancelToken, session: DocumentSession | None = None) -> Iterator[EngineEvent]:
@@ -355,73 +506,82 @@ class Engine:
 
     def _baseline(self, request: _Request, bypass_reason: str = "",
                   session: DocumentSession | None = None) -> Iterator[EngineEvent]:
-        """Full prefill and decode; in a session, on top of the cached prefix when the KV cache holds it."""
-        prompt = request.prompt
-        start, served_by = 0, ""
+        """Full prefill and decode; in a session, in the prefix context, on top of the prefix (or
+        the part a background fill did) when it holds it."""
+        prompt, run = request.prompt, request.run
+        runtime, start, served_by = self.runtime, 0, ""
         if session is not None:
+            runtime = self._prefix_runtime()
             key, prefix = self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start]
-            start = self._cached_prefix(session, key, prefix)
-            served_by = "cached_full" if start else ""
+            session.note_prefix(key, prefix)
+            start = self._held_prefix(session, key, prefix, runtime)
+            served_by = "cached_full" if start and start == len(prefix) else "cold_full"
+            if 0 < start < len(prefix):
+                yield Notice(run, f"{start} of the document's {len(prefix)} tokens were prefilled in the background")
             session.forget_prefix()  # until this prefill has completed the prefix again
             if not start:  # nothing in memory: a saved state, else a cold prefill (TTFT counts the load)
-                start = yield from self._saved_prefix(request.run, key, prefix)
+                start = yield from self._saved_prefix(run, key, prefix, runtime)
                 served_by = "saved_state" if start else "cold_full"
         positions = np.arange(start, prompt.n_tokens, dtype=np.int32)
         result = yield from self._prefill_and_generate(request, prompt.tokens[start:], positions, prompt.n_tokens,
-                                                       extend=start > 0, split=prompt.tail_start - start)
+                                                       extend=start > 0, split=prompt.tail_start - start,
+                                                       runtime=runtime)
         if session is not None:
             # Generation only wrote positions after the prefix: the next question removes them.
-            session.remember_prefix(key, prefix, self.runtime.context.generation)
-        yield RunFinished(request.run, RunResult(
+            session.remember_prefix(key, prefix, runtime.context)
+        yield RunFinished(run, RunResult(
             **request.result_fields(), positions="contiguous", bypassed=bool(bypass_reason),
             bypass_reason=bypass_reason, served_by=served_by, **result))
         if served_by == "cold_full":  # after the answer: saving is never inside its TTFT
-            yield from self._save_prefix(request.run, key, prefix)
+            problem = self._save_prefix(key, prefix, runtime)
+            if problem:
+                yield Notice(run, problem)
 
     def _prefix_key(self, session: DocumentSession, settings: RunSettings) -> PrefixKey:
         info = self.info
         return session.key(info.target_path, info.draft_path, settings.system_prompt, info.n_ctx)
 
-    def _cached_prefix(self, session: DocumentSession, key: PrefixKey, prefix: np.ndarray) -> int:
-        """Tokens of this prompt's prefix the KV cache holds for the session, with everything after
-        them removed; 0 when the whole prompt must be prefilled."""
-        held = session.reusable_prefix(key, prefix, self.runtime.context.generation)
-        return held if held and self.runtime.context.remove_after(held) else 0
+    @staticmethod
+    def _held_prefix(session: DocumentSession, key: PrefixKey, prefix: np.ndarray, runtime: TargetRuntime) -> int:
+        """Tokens of this prompt's prefix the prefix context holds for the session (all of them, or
+        a background fill's part), everything after them removed; 0 when none can be reused."""
+        held = session.held_tokens(key, prefix, runtime.context)
+        return held if held and runtime.context.remove_after(held) else 0
 
     def _has_saved_prefix(self, key: PrefixKey) -> bool:
         return self.state_store is not None and self.state_store.has(key)
 
-    def _saved_prefix(self, run: RunName, key: PrefixKey, prefix: np.ndarray):
+    def _saved_prefix(self, run: RunName, key: PrefixKey, prefix: np.ndarray, runtime: TargetRuntime):
         """Load this prompt's prefix from the state store into the KV cache; returns its length, or 0
         (no saved state, or one that failed its checks: a Notice says why)."""
         if not self._has_saved_prefix(key):
             return 0
         yield StageChanged(run, "prefill", "loading the document's saved prefix state")
         try:
-            loaded = self.state_store.load(self.runtime.context, key, prefix)
+            loaded = self.state_store.load(runtime.context, key, prefix)
         except STORE_ERRORS as error:  # the cold prefill that follows clears whatever the load left
             loaded = StateLoad(notice=f"saved state not used: {error}; prefilling the document instead")
         if loaded.notice:
             yield Notice(run, loaded.notice)
         return loaded.tokens
 
-    def _save_prefix(self, run: RunName, key: PrefixKey, prefix: np.ndarray) -> Iterator[EngineEvent]:
-        """Save the prefix the KV cache holds (the tail and answer after it removed first) to the store.
-        The session's prefix stays valid: its next question removes what follows the prefix anyway."""
-        store, context = self.state_store, self.runtime.context
+    def _save_prefix(self, key: PrefixKey, prefix: np.ndarray, runtime: TargetRuntime) -> str:
+        """Save the prefix the KV cache holds (the tail and answer after it removed first) to the store;
+        returns why it was not saved ("" when saved, or when saving is off). The session's prefix
+        stays valid: its next question removes what follows the prefix anyway."""
+        store, context = self.state_store, runtime.context
         if store is None or not store.enabled or not context.remove_after(len(prefix)):
-            return
+            return ""
         start = time.perf_counter()
         try:
             saved = store.save(context, key, prefix, self.info.target_name)
         except STORE_ERRORS as error:
-            yield Notice(run, f"the document's prefix state was not saved: {error}")
-            return
+            return f"the document's prefix state was not saved: {error}"
         if saved is None:
-            yield Notice(run, "the document's prefix state is larger than the saved-state cache size: not saved")
-        else:
-            log.info("saved the prefix state (%d tokens, %.1f MB) in %.2fs", saved.prefix_tokens,
-                     saved.state_bytes / 1e6, time.perf_counter() - start)
+            return "the document's prefix state is larger than the saved-state cache size: not saved"
+        log.info("saved the prefix state (%d tokens, %.1f MB) in %.2fs", saved.prefix_tokens,
+                 saved.state_bytes / 1e6, time.perf_counter() - start)
+        return ""
 
     def _spec(self, request: _Request, session: DocumentSession | None = None) -> Iterator[EngineEvent]:
         run, prompt, settings = request.run, request.prompt, request.settings
@@ -430,18 +590,23 @@ class Engine:
             yield Notice(run, f"bypassed: {reason}; ran full prefill")
             yield from self._baseline(request, bypass_reason=reason, session=session)
             return
-        if session is not None:
-            session.forget_prefix()  # the KV cache will hold only the kept tokens: never a prefix
         positions_mode = self.resolve_positions(settings.positions)
         self._require_draft_memory(prompt.n_tokens)
+        draft_prefix = self._draft_prefix(session, request) if session is not None else None
 
         t_draft = time.perf_counter()
-        yield StageChanged(run, "draft", f"draft scoring {prompt.n_tokens} tokens")
+        reused = draft_prefix is not None and draft_prefix.cache is not None
+        yield StageChanged(run, "draft", f"draft scoring {prompt.n_tokens - len(draft_prefix) if reused else prompt.n_tokens}"
+                                         f" tokens{' (the document from the draft cache)' if reused else ''}")
         with PeakMemory(self.info.device) as draft_mem:
             score = yield from self._progress(run, "draft", self.scorer.iter_score(
                 prompt.tokens.tolist(), settings.lookahead, settings.kernel, request.cancel,
-                settings.draft_window))
+                settings.draft_window, draft_prefix))
         draft_s = time.perf_counter() - t_draft
+        if draft_prefix is not None:
+            problem = self._keep_draft_prefix(session, request, draft_prefix)
+            if problem:
+                yield Notice(run, problem)
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
@@ -465,7 +630,26 @@ class Engine:
             **request.result_fields(), draft_s=draft_s, select_s=select_s,
             kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode,
             draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), draft_window=settings.draft_window,
-            served_by="spec" if session is not None else "", **result))
+            served_by=_spec_served_by(session, score.reused_prefix), **result))
+
+    def _draft_prefix(self, session: DocumentSession, request: _Request) -> DraftPrefix | None:
+        """The draft's kept keys for the document (empty the first time), and the prefix noted for
+        a background fill; None when the draft cache is off."""
+        prompt = request.prompt
+        key, prefix = self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start]
+        session.note_prefix(key, prefix)
+        if self.draft_caches is None:
+            return None
+        return self.draft_caches.prefix_for(key, prefix, request.settings.draft_window)
+
+    def _keep_draft_prefix(self, session: DocumentSession, request: _Request, draft_prefix: DraftPrefix) -> str:
+        """Keep the draft's keys for the next question; why not ("" when kept, or nothing to keep)."""
+        if self.draft_caches.keep(self._prefix_key(session, request.settings), draft_prefix):
+            return ""
+        if draft_prefix.cache is None:
+            return ""
+        return (f"the draft's keys for this document ({format_bytes(draft_prefix.nbytes())}) are larger than the "
+                f"draft cache ({format_bytes(self.draft_caches.cap)}): a follow-up scores the whole document again")
 
     def _require_draft_memory(self, n_prompt: int) -> None:
         """The draft's cache grows with the prompt: refuse before scoring rather than die in it."""
@@ -480,13 +664,15 @@ class Engine:
         return self.info.draft_memory_bytes + measured.peak_bytes
 
     def _prefill_and_generate(self, request: _Request, tokens: np.ndarray, positions: np.ndarray,
-                              next_position: int, extend: bool = False, split: int = 0):
+                              next_position: int, extend: bool = False, split: int = 0,
+                              runtime: TargetRuntime | None = None):
         """Prefill (from an empty KV cache, or with `extend` on top of what it holds; no batch crosses
         `split`), then stream the answer. Returns the timing fields of RunResult."""
         run, cancel, max_new = request.run, request.cancel, request.settings.max_new_tokens
+        runtime = runtime or self.runtime
         yield StageChanged(run, "prefill", f"prefilling {len(tokens)} of {request.prompt.n_tokens} tokens")
         t_prefill = time.perf_counter()
-        prefill = self.runtime.iter_extend if extend else self.runtime.iter_prefill
+        prefill = runtime.iter_extend if extend else runtime.iter_prefill
         logits = yield from self._progress(run, "prefill", prefill(tokens, positions, cancel, split))
         target_prefill_s = time.perf_counter() - t_prefill
 
@@ -494,7 +680,7 @@ class Engine:
         pieces: list[str] = []
         ttft_s = decode_s = 0.0
         stop_reason = "eos"
-        for i, piece in enumerate(self.runtime.generate(logits, next_position, max_new, cancel)):
+        for i, piece in enumerate(runtime.generate(logits, next_position, max_new, cancel)):
             if i == 0:
                 t_first = time.perf_counter()
                 ttft_s = t_first - request.t0

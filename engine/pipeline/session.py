@@ -21,11 +21,16 @@ damaged or mismatched file gets a notice and a cold prefill.
 Modes (`specprefill chat --mode`):
 - baseline: always the full prefix: cold the first time, cached after that;
 - spec: always SpecPrefill (below the threshold, without --force, it is bypassed and runs as
-  baseline does, cache included);
-- auto: the first question by SpecPrefill (the fast first answer), or from the saved state
-  when the document's prefix was saved (faster still); each later one from the full prefix:
-  the first follow-up pays one cold full prefill, the rest are served from its cache. (A
-  background full prefill while the user reads the first answer is not built yet.)
+  baseline does, cache included); the draft's keys for the prefix are kept too
+  (engine.pipeline.draft_cache), so a follow-up scores only its question (`spec_cached_draft`);
+- auto: from the full prefix when it is cached or saved; else the first question by SpecPrefill
+  (the fast first answer), and while the background full prefill (Engine.background_prefill,
+  setting background_prefill) has not finished, the follow-ups too; with the background fill
+  off, a follow-up pays one cold full prefill and the next ones are served from its cache.
+
+The full prefix lives in a target context of its own (the engine's prefix context), so the
+SpecPrefill runs in between never overwrite it; the background fill writes there batch by batch,
+and what it has filled so far is recorded here as a (possibly partial) held prefix.
 """
 
 from __future__ import annotations
@@ -33,17 +38,20 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
 from engine.core.events import RunName
 from engine.ingest.document import Document
 
+if TYPE_CHECKING:
+    from engine.llama.native import LlamaContext
+
 SessionMode = Literal["auto", "baseline", "spec"]
 SESSION_MODES: tuple[str, ...] = get_args(SessionMode)
 # How an answer's prefill was served: cold_full, cached_full (the prefix in memory), saved_state
-# (the prefix loaded from disk) and spec; spec_cached_draft is reserved for the draft's cache.
+# (the prefix loaded from disk), spec, and spec_cached_draft (the draft's prefix from its cache).
 ServedBy = Literal["cold_full", "cached_full", "saved_state", "spec", "spec_cached_draft"]
 
 
@@ -65,11 +73,18 @@ class PrefixKey:
 
 @dataclass(frozen=True)
 class _HeldPrefix:
-    """A full prefix the target's KV cache holds: its key, tokens, and the context generation."""
+    """What the prefix context holds for a session: its key, tokens (the prefix's first ones or all
+    of it), and the context generation they were written at."""
 
     key: PrefixKey
     tokens: np.ndarray
+    context: LlamaContext
     generation: int
+    complete: bool  # all of the prefix (else the part a background fill has done)
+
+    def valid(self) -> bool:
+        """The context still holds these tokens: nothing has cleared it since."""
+        return self.context.generation == self.generation
 
 
 class DocumentSession:
@@ -80,36 +95,66 @@ class DocumentSession:
         self.document_sha256 = hashlib.sha256(self.text.encode("utf-8")).hexdigest()
         self.answered = 0  # questions answered so far
         self._held: _HeldPrefix | None = None
+        self.last_prefix: tuple[PrefixKey, np.ndarray] | None = None
 
     @property
     def full_prefix_tokens(self) -> int:
-        """Tokens of the full prefix the target's KV cache holds for this session (0: none)."""
-        return 0 if self._held is None else len(self._held.tokens)
+        """Tokens of the full prefix the prefix context holds for this session (0: none, or a part)."""
+        held = self._held
+        return len(held.tokens) if held is not None and held.complete and held.valid() else 0
+
+    @property
+    def filled_tokens(self) -> int:
+        """Tokens of the prefix the prefix context holds so far (a background fill's progress)."""
+        held = self._held
+        return len(held.tokens) if held is not None and held.valid() else 0
 
     def key(self, target_path: Path, draft_path: Path, system_prompt: str, n_ctx: int) -> PrefixKey:
         return PrefixKey(self.document_sha256, _file_identity(target_path), _file_identity(draft_path),
                          system_prompt, n_ctx)
 
-    def run_for(self, mode: str, saved: bool = False) -> RunName:
-        """The run a question gets in `mode` (a spec run below the threshold is bypassed later);
-        `saved`: the document's full prefix is in the state store."""
+    def run_for(self, mode: str, saved: bool = False, cached: bool = False, background: bool = False) -> RunName:
+        """The run a question gets in `mode` (a spec run below the threshold is bypassed later).
+
+        saved: the document's full prefix is in the state store; cached: the prefix context holds
+        all of it; background: a background full prefill is on (auto answers by SpecPrefill until
+        it has finished)."""
         if mode not in SESSION_MODES:
             raise ValueError(f"unknown session mode {mode!r}; expected one of {', '.join(SESSION_MODES)}")
-        if mode == "spec" or (mode == "auto" and self.answered == 0 and not saved):
-            return "spec"
-        return "baseline"
+        if mode != "auto":
+            return mode  # type: ignore[return-value]
+        if cached or saved:
+            return "baseline"
+        return "spec" if self.answered == 0 or background else "baseline"
 
-    def reusable_prefix(self, key: PrefixKey, prefix: np.ndarray, generation: int) -> int:
-        """Length of the prefix the KV cache holds for this prompt, or 0 when it must be prefilled."""
+    def holds_full(self, key: PrefixKey) -> bool:
+        """Whether the prefix context holds this key's whole prefix (its tokens are checked at use)."""
+        return self.full_prefix_tokens > 0 and self._held.key == key
+
+    def held_tokens(self, key: PrefixKey, prefix: np.ndarray, context: LlamaContext) -> int:
+        """How many of this prompt prefix's first tokens `context` holds (all of them, the part a
+        background fill has done, or 0)."""
         held = self._held
-        if held is None or held.key != key or held.generation != generation:
+        if held is None or held.key != key or held.context is not context or not held.valid():
             return 0
-        return len(prefix) if np.array_equal(held.tokens, prefix) else 0
+        n = len(held.tokens)
+        return n if n <= len(prefix) and np.array_equal(held.tokens, prefix[:n]) else 0
 
-    def remember_prefix(self, key: PrefixKey, prefix: np.ndarray, generation: int) -> None:
-        """The KV cache now holds this full prefix (from a full or cached prefill)."""
-        self._held = _HeldPrefix(key, np.array(prefix, copy=True), generation)
+    def reusable_prefix(self, key: PrefixKey, prefix: np.ndarray, context: LlamaContext) -> int:
+        """Length of the prefix `context` holds for this prompt when it holds all of it, else 0."""
+        held = self.held_tokens(key, prefix, context)
+        return held if held and held == len(prefix) and self._held.complete else 0
+
+    def remember_prefix(self, key: PrefixKey, tokens: np.ndarray, context: LlamaContext,
+                        complete: bool = True) -> None:
+        """`context` now holds these tokens at its current generation: all of the prefix, or (not
+        complete) its first ones."""
+        self._held = _HeldPrefix(key, np.array(tokens, copy=True), context, context.generation, complete)
 
     def forget_prefix(self) -> None:
-        """The KV cache no longer holds a reusable prefix (a SpecPrefill run, or a run under way)."""
+        """The prefix context no longer holds this session's prefix (cleared, or a run under way)."""
         self._held = None
+
+    def note_prefix(self, key: PrefixKey, prefix: np.ndarray) -> None:
+        """The prefix of the latest question's prompt: what a background fill prefills."""
+        self.last_prefix = (key, np.array(prefix, copy=True))

@@ -278,13 +278,15 @@ class StateStore:
             log.info("could not record the saved state's use: %s", error)
 
     # -- clearing -----------------------------------------------------------------
-    def clear(self) -> tuple[int, int]:
-        """Remove every saved state; returns (states removed, bytes freed)."""
+    def clear(self, document_sha256: str | None = None) -> tuple[int, int]:
+        """Remove every saved state, or one document's (whatever its models and prompt); returns
+        (states removed, bytes freed)."""
         if not self.folder.exists():
             return 0, 0
         with self._lock():
-            entries = self.entries()
+            entries = [e for e in self.entries() if document_sha256 in (None, e.document_sha256)]
             for entry in entries:
                 self._discard(entry.digest)
-            self._remove_orphans()
+            if document_sha256 is None:
+                self._remove_orphans()
         return len(entries), sum(e.state_bytes for e in entries)

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -60,13 +61,14 @@ def no_saved_states(engine, monkeypatch):
 def extends(engine, monkeypatch):
     """Records what the target prefills on top of its KV cache."""
     calls = []
-    iter_extend = engine.runtime.iter_extend
+    prefix_runtime = engine._prefix_runtime()  # sessions' full prefixes live in this context
+    iter_extend = prefix_runtime.iter_extend
 
     def spy(tokens, positions, cancel, split=0):
         calls.append((np.array(tokens), np.array(positions)))
         return (yield from iter_extend(tokens, positions, cancel, split))
 
-    monkeypatch.setattr(engine.runtime, "iter_extend", spy)
+    monkeypatch.setattr(prefix_runtime, "iter_extend", spy)
     return calls
 
 
@@ -102,18 +104,27 @@ def test_baseline_mode_is_cold_once_then_cached(engine):
     assert session.full_prefix_tokens == prompt.tail_start and session.answered == 3
 
 
-def test_a_spec_run_in_between_invalidates_the_prefix(engine):
+def test_a_spec_run_in_between_keeps_the_prefix(engine):
     session = DocumentSession(DOCUMENT)
     assert served(engine, session, QUESTIONS[:1]) == ["cold_full"]
-    assert served(engine, session, QUESTIONS[1:2], "spec", force=True) == ["spec"]
-    assert session.full_prefix_tokens == 0  # the KV cache holds only the kept tokens
-    assert served(engine, session, QUESTIONS[2:]) == ["cold_full"]
+    assert served(engine, session, QUESTIONS[1:2], "spec", force=True)[0].startswith("spec")
+    held = session.full_prefix_tokens
+    assert held > 0  # the kept tokens went to the main context: the prefix context still holds the document
+    assert served(engine, session, QUESTIONS[2:]) == ["cached_full"]
 
 
-def test_a_one_shot_run_in_between_invalidates_the_prefix(engine):
+def test_a_one_shot_run_in_between_keeps_the_prefix(engine):
     session = DocumentSession(DOCUMENT)
     assert served(engine, session, QUESTIONS[:1]) == ["cold_full"]
-    answer(engine.stream(DOCUMENT, QUESTIONS[1], "baseline", settings()))  # same document, still a clear
+    answer(engine.stream(DOCUMENT, QUESTIONS[1], "baseline", settings()))
+    assert served(engine, session, QUESTIONS[1:]) == ["cached_full", "cached_full"]
+
+
+def test_a_cleared_prefix_context_is_never_reused(engine):
+    session = DocumentSession(DOCUMENT)
+    assert served(engine, session, QUESTIONS[:1]) == ["cold_full"]
+    engine._prefix_runtime().context.clear()  # whatever clears it (another document, a failed load...)
+    assert session.full_prefix_tokens == 0
     assert served(engine, session, QUESTIONS[1:]) == ["cold_full", "cached_full"]
 
 
@@ -144,11 +155,20 @@ def test_a_changed_system_prompt_is_cold(engine):
     assert served(engine, session, QUESTIONS[:1]) == ["cold_full"]  # back to the default: cold again
 
 
-def test_auto_answers_first_by_specprefill_then_from_the_full_prefix(engine):
+def test_auto_without_the_background_fill_answers_first_by_specprefill_then_from_the_full_prefix(engine):
     session = DocumentSession(DOCUMENT)
-    first = ask(engine, session, QUESTIONS[0], "auto", force=True)
-    assert first.run == "spec" and first.served_by == "spec" and first.kept_fraction < 1
-    assert served(engine, session, QUESTIONS[1:], "auto", force=True) == ["cold_full", "cached_full"]
+    first = ask(engine, session, QUESTIONS[0], "auto", force=True, background_prefill=False)
+    assert first.run == "spec" and first.served_by in ("spec", "spec_cached_draft") and first.kept_fraction < 1
+    assert served(engine, session, QUESTIONS[1:], "auto", force=True, background_prefill=False) == [
+        "cold_full", "cached_full"]
+
+
+def test_auto_with_the_background_fill_answers_by_specprefill_until_the_prefix_is_filled(engine):
+    session = DocumentSession(OTHER_DOCUMENT)
+    assert served(engine, session, QUESTIONS[:2], "auto", force=True) == ["spec", "spec_cached_draft"]
+    ended = list(engine.background_prefill(session, settings(force=True)))[-1]
+    assert ended.status == "done" and session.full_prefix_tokens == ended.total > 0
+    assert served(engine, session, QUESTIONS[2:], "auto", force=True) == ["cached_full"]
 
 
 def test_a_bypassed_spec_run_fills_the_prefix_like_baseline(engine):
@@ -187,6 +207,12 @@ def chat(pair, tmp_path_factory):
         return subprocess.run([sys.executable, "-m", "engine.cli", *base, *args], cwd=ROOT, env=env,
                               input=stdin, capture_output=True, text=True, timeout=300)
 
+    def start(*args: str) -> subprocess.Popen:
+        """The chat process with pipes, for a conversation at its own pace."""
+        return subprocess.Popen([sys.executable, "-m", "engine.cli", *base, *args], cwd=ROOT, env=env, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    run.start = start
     return run
 
 
@@ -205,7 +231,8 @@ def test_chat_json_prints_one_object_per_question(chat):
 
 
 def test_chat_reads_questions_from_stdin_and_auto_starts_with_spec(chat):
-    proc = chat("--force", "--keep", "0.3", "--chunk-size", "8", "--json", stdin="\n".join(QUESTIONS) + "\n\n")
+    proc = chat("--force", "--keep", "0.3", "--chunk-size", "8", "--json", "--no-background-prefill",
+                stdin="\n".join(QUESTIONS) + "\n\n")
     assert proc.returncode == 0, proc.stderr
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [a["served_by"] for a in answers] == ["spec", "cold_full", "cached_full"]
@@ -223,3 +250,25 @@ def test_chat_without_questions_is_one_line_exit_2(chat):
     proc = chat("--json", stdin="\n  \n")
     assert proc.returncode == 2 and "no questions" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_chat_fills_the_full_prefix_while_waiting_for_the_next_question(chat):
+    proc = chat.start("--force", "--keep", "0.3", "--chunk-size", "8", "--json")
+    killer = threading.Timer(240, proc.kill)  # a hang fails the test instead of stalling the suite
+    killer.start()
+    try:
+        proc.stdin.write(QUESTIONS[0] + "\n")
+        proc.stdin.flush()
+        first = json.loads(proc.stdout.readline())
+        ended = ""
+        while "[background]" not in ended:  # the fill's one line, once it has finished
+            ended = proc.stderr.readline()
+            assert ended, "chat ended without a background fill"
+        proc.stdin.write(QUESTIONS[1] + "\n")
+        proc.stdin.close()
+        second = json.loads(proc.stdout.readline())
+        assert proc.wait(60) == 0
+    finally:
+        killer.cancel()
+    assert "done" in ended
+    assert (first["served_by"], second["served_by"]) == ("spec", "cached_full")

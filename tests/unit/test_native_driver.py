@@ -345,13 +345,15 @@ def test_fixture_is_the_same_model_in_transformers(gguf_path, model, six_tokens)
     assert int(np.argmax(got)) == int(np.argmax(expected))
 
 
-def test_batch_ranges_never_cross_the_split():
-    from engine.llama.runtime import batch_ranges
+def test_chunk_ranges_never_cross_the_split():
+    from engine.core.steps import chunk_ranges
 
-    assert batch_ranges(10, 4) == [(0, 4), (4, 8), (8, 10)]
-    assert batch_ranges(10, 4, split=6) == [(0, 4), (4, 6), (6, 10)]
-    assert batch_ranges(10, 4, split=10) == [(0, 4), (4, 8), (8, 10)]  # a split at the end is no split
-    ranges = batch_ranges(1000, 64, split=517)
+    assert chunk_ranges(0, 10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert chunk_ranges(0, 10, 4, split=6) == [(0, 4), (4, 6), (6, 10)]
+    assert chunk_ranges(0, 10, 4, split=10) == [(0, 4), (4, 8), (8, 10)]  # a split at the end is no split
+    assert chunk_ranges(6, 10, 4, split=6) == [(6, 10)]  # resuming at the split
+    assert chunk_ranges(5, 5, 4) == []
+    ranges = chunk_ranges(0, 1000, 64, split=517)
     assert ranges[0][0] == 0 and ranges[-1][1] == 1000
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # contiguous, nothing lost
     assert all(not (start < 517 < end) for start, end in ranges)
