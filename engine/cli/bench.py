@@ -10,9 +10,10 @@ from pathlib import Path
 from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, int_list, path_arg, run_settings_from
 from engine.core.cancel import CancelToken
-from engine.core.events import StageChanged
+from engine.core.events import RunFinished, StageChanged
 from engine.core.formatting import format_bytes, format_percent
 from engine.eval.bench import BenchRow, bench_report, bench_settings, plot_ttft, run_bench
+from engine.eval.session_bench import SessionBenchRow, run_session_bench
 from engine.ingest import load_document
 
 
@@ -24,6 +25,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--plot", type=path_arg, help="write a PNG of TTFT vs length")
     p.add_argument("--respect-threshold", action="store_true",
                    help="bypass SpecPrefill below --min-tokens, to measure the bypass cost")
+    p.add_argument("--sessions", action="store_true",
+                   help="measure a document session's paths instead: cold full prefill, cold SpecPrefill, "
+                        "follow-ups with the cached draft (alone and during a background fill), from the "
+                        "cached full prefix, and after reopening from the saved state; with memory")
     add_run_options(p)
     add_model_options(p)
     p.set_defaults(command=command, max_new_tokens=16)
@@ -31,6 +36,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    if args.sessions:
+        return sessions_command(args, cancel)
     settings = bench_settings(run_settings_from(args), args.respect_threshold)
     document = load_document(args.doc, password=args.password, cancel=cancel)
     engine = load_engine(args, cancel, quiet=args.json)
@@ -58,3 +65,34 @@ def bench_line(r: BenchRow) -> str:
             f"(draft {r.draft_s:6.2f}s + target {r.target_prefill_s:6.2f}s + other {r.overhead_s:5.2f}s) | "
             f"{r.speedup:4.2f}x | kept {format_percent(r.kept_fraction)} | {r.positions}"
             f" | draft mem {format_bytes(r.draft_peak_mem_bytes)}")
+
+
+def sessions_command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    settings = bench_settings(run_settings_from(args), args.respect_threshold)
+    document = load_document(args.doc, password=args.password, cancel=cancel)
+    engine = load_engine(args, cancel, quiet=args.json)
+    rows: list[SessionBenchRow] = []
+    try:
+        for item in run_session_bench(engine, document.text, args.lengths, settings, cancel):
+            if isinstance(item, SessionBenchRow):
+                rows.append(item)
+                if not args.json:
+                    print(session_line(item), flush=True)
+            elif isinstance(item, RunFinished) and not args.json:
+                print(f"[bench] {item.result.served_by}: TTFT {item.result.ttft_s:.2f}s", file=sys.stderr, flush=True)
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps({"sessions": [row.to_json() for row in rows], "keep": args.keep, "doc": str(args.doc),
+                          "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"]},
+                         indent=2))
+    return 0
+
+
+def session_line(r: SessionBenchRow) -> str:
+    return (f"{r.prompt_tokens:>6} tok | cold full {r.cold_full_ttft_s:7.2f}s | cold spec {r.cold_spec_ttft_s:7.2f}s | "
+            f"spec+cached draft {r.spec_cached_draft_ttft_s:6.2f}s ({r.spec_cached_draft_ttft_s / r.cold_spec_ttft_s:.0%}"
+            f" of cold spec; {r.background_slowdown:+.1%} during a background fill) | cached full "
+            f"{r.cached_full_ttft_s:5.2f}s | reopened {r.saved_state_ttft_s:5.2f}s | draft cache "
+            f"{format_bytes(r.draft_cache_bytes)} | state file {format_bytes(r.state_file_bytes)} | "
+            f"peak RSS {format_bytes(r.peak_rss_bytes)}")

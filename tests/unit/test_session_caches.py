@@ -207,3 +207,17 @@ def test_forget_drops_every_cache_of_the_document(engine):
     assert session.full_prefix_tokens == 0 and not engine.state_store.has(key)
     assert engine.draft_caches.total_bytes() == 0 and not engine.background_needed(session, settings())
     assert ask(engine, session, QUESTIONS[1], "baseline")[0].served_by == "cold_full"
+
+
+# -- the session benchmark ----------------------------------------------------------------------
+def test_the_session_benchmark_measures_each_path_it_names(engine):
+    from engine.eval.session_bench import SessionBenchRow, run_session_bench
+
+    items = list(run_session_bench(engine, DOCUMENT, [300], settings()))
+    served = [e.result.served_by for e in items if isinstance(e, RunFinished)]
+    assert served == ["spec", "spec_cached_draft", "spec_cached_draft", "cold_full", "cached_full", "saved_state"]
+    (row,) = [i for i in items if isinstance(i, SessionBenchRow)]
+    assert row.tokens == 300 and row.prompt_tokens > 300 and 0 < row.question_tokens < row.tokens
+    assert min(row.cold_full_ttft_s, row.cold_spec_ttft_s, row.cached_full_ttft_s, row.saved_state_ttft_s) > 0
+    assert row.draft_cache_bytes == 0  # forget() before the cold full prefill dropped the draft's keys
+    assert row.state_file_bytes > 0 and row.peak_rss_bytes > 0
