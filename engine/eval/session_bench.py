@@ -102,6 +102,7 @@ def _session_paths(engine: Engine, text: str, n_tokens: int, settings: RunSettin
     fill.join()
     yield from answers.ask(session, FOLLOW_UP, "spec", "spec_cached_draft")
     alone = answers.last
+    draft_cache_bytes = engine.draft_caches.total_bytes()  # this document's keys, before forget drops them
 
     engine.forget(session, saved=True)  # the fill's partial prefix (and the draft's keys) go
     t_saved = time.perf_counter()
@@ -122,7 +123,7 @@ def _session_paths(engine: Engine, text: str, n_tokens: int, settings: RunSettin
         spec_cached_draft_ttft_s=alone.ttft_s, spec_cached_draft_during_background_ttft_s=during_fill.ttft_s,
         background_slowdown=during_fill.ttft_s / alone.ttft_s - 1 if alone.ttft_s > 0 else 0.0,
         cached_full_ttft_s=cached.ttft_s, saved_state_ttft_s=saved.ttft_s, state_save_s=max(state_save_s, 0.0),
-        draft_cache_bytes=engine.draft_caches.total_bytes() if engine.draft_caches else 0,
+        draft_cache_bytes=draft_cache_bytes,
         state_file_bytes=sum(e.state_bytes for e in entries), peak_rss_bytes=_peak_rss_bytes())
 
 
