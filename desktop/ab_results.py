@@ -35,6 +35,7 @@ from desktop.ab_session import AbOutcome, AbRow, CaseFailure
 BASELINE_COLUMNS = ("answer", "correct", "TTFT")
 KEEP_COLUMNS = ("correct", "agreement", "TTFT")
 SUMMARY_COLUMNS = ("accuracy", "agreement", "mean TTFT", "speed-up", "bypassed")
+CACHED_SUMMARY_COLUMNS = ("cached runs", "cached mean TTFT")  # suites that reused document caches
 ANSWER_COLUMN_WIDTH = 260
 NOT_RUN, FAILED_CELL = "not run yet", "error"
 
@@ -49,7 +50,9 @@ def correct_mark(correct: bool | None) -> str:
 
 
 def ttft_text(record: RunRecord) -> str:
-    return format_seconds(record.result.ttft_s) + (" (bypassed)" if record.result.bypassed else "")
+    """The TTFT with what sets it apart: served from a cache (never comparable with cold ones), bypassed."""
+    notes = [note for note in (record.cached_note, "bypassed" if record.result.bypassed else "") if note]
+    return format_seconds(record.result.ttft_s) + (f" ({', '.join(notes)})" if notes else "")
 
 
 def run_cells(record: RunRecord, keep: str | None) -> tuple[str, ...]:
@@ -58,10 +61,19 @@ def run_cells(record: RunRecord, keep: str | None) -> tuple[str, ...]:
     return correct_mark(record.correct), format_percent(record.agreement), ttft_text(record)
 
 
-def summary_cells(s: RunSummary) -> tuple[str, ...]:
-    bypassed = MISSING if s.n_bypassed is None else str(s.n_bypassed)
-    return (format_accuracy(s.accuracy, s.n_scored), format_percent(s.agreement), format_seconds(s.mean_ttft_s),
-            format_ratio(s.speedup), bypassed)
+def summary_cells(s: RunSummary, with_cached: bool = False) -> tuple[str, ...]:
+    cells = (format_accuracy(s.accuracy, s.n_scored), format_percent(s.agreement), format_seconds(s.mean_ttft_s),
+             format_ratio(s.speedup), _count(s.n_bypassed))
+    return (*cells, _count(s.n_cached), format_seconds(s.cached_mean_ttft_s)) if with_cached else cells
+
+
+def _count(n: int | None) -> str:
+    return MISSING if n is None else str(n)
+
+
+def has_cached_runs(summary: Summary) -> bool:
+    """True for a suite run in document sessions (its summaries count cached runs, even none)."""
+    return any(s.n_cached is not None for _, s in summary.overall.runs())
 
 
 def failures_text(group: GroupSummary) -> str:
@@ -171,13 +183,14 @@ class SummaryTable(QWidget):
 
     def show_summary(self, summary: Summary) -> None:
         rows = [(run_label(keep), s) for keep, s in summary.overall.runs()]
-        headers = ["run", *SUMMARY_COLUMNS]
+        with_cached = has_cached_runs(summary)  # mean TTFT is then over cold runs only: cached ones stand apart
+        headers = ["run", *SUMMARY_COLUMNS, *(CACHED_SUMMARY_COLUMNS if with_cached else ())]
         self.table.clear()
         self.table.setColumnCount(len(headers))
         self.table.setRowCount(len(rows))
         self.table.setHorizontalHeaderLabels(headers)
         for line, (label, s) in enumerate(rows):
-            for column, text in enumerate((label, *summary_cells(s))):
+            for column, text in enumerate((label, *summary_cells(s, with_cached))):
                 _set_cell(self.table, line, column, text)
 
     def text(self, label: str, header: str) -> str:

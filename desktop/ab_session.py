@@ -33,6 +33,7 @@ class AbRequest:
     cases: list[Case]
     keeps: list[str]
     settings: RunSettings  # every field but keep, which each SpecPrefill run sets
+    reuse_cache: bool = False  # one document session per document: cached runs labelled, kept out of cold means
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ class _RowScorer:
 def suite_job(engine: EngineLike, ctx: WorkerContext, request: AbRequest):
     """Forward progress, scored rows and failed cases; return the AbOutcome (a generator: the worker drains it)."""
     scorer = _RowScorer(request.cases, request.keeps)
-    for event in run_suite(engine, request.cases, request.keeps, request.settings, ctx.cancel):
+    for event in run_suite(engine, request.cases, request.keeps, request.settings, ctx.cancel,
+                           reuse_cache=request.reuse_cache):
         if isinstance(event, AbFinished):
             return outcome_of(event.report)
         if isinstance(event, AbRunDone):
@@ -112,7 +114,8 @@ class AbSession(EngineJobSession):
 
     def start(self, request: AbRequest) -> bool:
         """Start a suite; refused (False) while one is active or without an engine."""
-        log.info("A/B %s: %d cases, keeps %s", request.title, len(request.cases), ",".join(request.keeps))
+        log.info("A/B %s: %d cases, keeps %s%s", request.title, len(request.cases), ",".join(request.keeps),
+                 ", reusing document caches" if request.reuse_cache else "")
         return self._start(request, f"A/B suite {request.title}", lambda engine, ctx: suite_job(engine, ctx, request))
 
     def _forget_results(self) -> None:

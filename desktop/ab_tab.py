@@ -10,6 +10,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import DEFAULT_KEEPS, AbError, AbProgress, format_count, format_duration, parse_keeps
+from engine.api import DEFAULT_KEEPS, AbError, AbProgress, RunSettings, format_count, format_duration, parse_keeps
 from desktop.ab_results import AbResultsView
 from desktop.ab_session import AbOutcome, AbRequest, AbRow, CaseFailure
 from desktop.job_session import CANCELLED, FAILED, FINISHED
@@ -29,6 +30,10 @@ from desktop.suite_panel import SuitePanel
 from desktop.theme import text_css
 
 QUICK_CHECK_KEEPS = parse_keeps(DEFAULT_KEEPS)  # three keep values
+REUSE_CACHE_TEXT = "Reuse document caches (cached TTFTs labelled)"
+REUSE_CACHE_TIP = ("Ask each document's questions in one session: its follow-up questions are served from the "
+                   "document's caches, so accuracy is measured many times faster. Their TTFTs are labelled "
+                   "\"cached\" and kept out of the mean TTFT and speed-up, which stay over cold runs only.")
 ERROR_COLOR, OK_STYLE = "#b91c1c", ""
 
 
@@ -54,6 +59,9 @@ class AbTab(QWidget):
         self.quick_button = QPushButton(f"Quick check ({', '.join(QUICK_CHECK_KEEPS)})")
         self.quick_button.setObjectName("abQuickButton")
         self.quick_button.clicked.connect(self.quick_check)
+        self.reuse_cache_box = QCheckBox(REUSE_CACHE_TEXT)  # off: every run cold, as the CLI's default
+        self.reuse_cache_box.setObjectName("abReuseCache")
+        self.reuse_cache_box.setToolTip(REUSE_CACHE_TIP)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancelRequested)
         self.progress = QProgressBar()
@@ -82,6 +90,9 @@ class AbTab(QWidget):
         controls.addWidget(self.run_button)
         controls.addWidget(self.quick_button)
         controls.addWidget(self.cancel_button)
+        options = QHBoxLayout()
+        options.addWidget(self.reuse_cache_box)
+        options.addStretch(1)
         progress = QHBoxLayout()
         progress.addWidget(self.progress, 1)
         progress.addWidget(self.progress_label)
@@ -89,6 +100,7 @@ class AbTab(QWidget):
         right_column = QVBoxLayout(right)
         right_column.setContentsMargins(0, 0, 0, 0)
         right_column.addLayout(controls)
+        right_column.addLayout(options)
         right_column.addLayout(progress)
         right_column.addWidget(self.message)
         right_column.addWidget(self.results, 1)
@@ -114,6 +126,15 @@ class AbTab(QWidget):
         self._refresh_buttons()
 
     # --- requests ------------------------------------------------------------------------------
+
+    @property
+    def reuse_cache(self) -> bool:
+        """Whether the next suite reuses each document's caches (the window puts it in the AbRequest)."""
+        return self.reuse_cache_box.isChecked()
+
+    def request(self, title: str, cases: list, keeps: list[str], settings: RunSettings) -> AbRequest:
+        """The AbRequest for a run this tab asked for, with the window's run settings and this tab's options."""
+        return AbRequest(title, list(cases), list(keeps), settings, reuse_cache=self.reuse_cache)
 
     def run_suite(self) -> None:
         keeps = self._parse_keeps()

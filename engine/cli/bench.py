@@ -13,7 +13,7 @@ from engine.core.cancel import CancelToken
 from engine.core.events import RunFinished, StageChanged
 from engine.core.formatting import format_bytes, format_percent
 from engine.eval.bench import BenchRow, bench_report, bench_settings, plot_ttft, run_bench
-from engine.eval.session_bench import SessionBenchRow, run_session_bench
+from engine.eval.session_bench import SessionBenchRow, prefix_context_rss_bytes, run_session_bench
 from engine.ingest import load_document
 
 
@@ -73,6 +73,9 @@ def sessions_command(args: argparse.Namespace, cancel: CancelToken) -> int:
     engine = load_engine(args, cancel, quiet=args.json)
     rows: list[SessionBenchRow] = []
     try:
+        prefix_context = prefix_context_rss_bytes(engine)
+        if not args.json:
+            print(f"prefix context ({engine.info.n_ctx} tokens): +{format_bytes(prefix_context)} RSS", flush=True)
         for item in run_session_bench(engine, document.text, args.lengths, settings, cancel):
             if isinstance(item, SessionBenchRow):
                 rows.append(item)
@@ -84,6 +87,7 @@ def sessions_command(args: argparse.Namespace, cancel: CancelToken) -> int:
         engine.close()
     if args.json:
         print(json.dumps({"sessions": [row.to_json() for row in rows], "keep": args.keep, "doc": str(args.doc),
+                          "n_ctx": engine.info.n_ctx, "prefix_context_rss_bytes": prefix_context,
                           "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"]},
                          indent=2))
     return 0

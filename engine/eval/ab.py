@@ -3,6 +3,11 @@
     for event in run_suite(engine, cases, ["0.1", "0.2"], settings, cancel):
         ...  # AbProgress before each run, AbRunDone after it, AbCaseDone after each case, AbFinished last
 
+By default every run is a cold one-shot `Engine.stream`. With `reuse_cache`, each document's
+cases share one DocumentSession (`Engine.ask`): the document's baselines run first (the first
+cold, the next from its cached prefix), then each case's keeps; every run says how it was
+served (`served_by`), and the summary keeps cached TTFTs out of the cold means.
+
 Keep values stay the strings the user typed: they are the keys of the report. A case that
 fails (its document cannot be read, its prompt does not fit...) becomes a case record with
 its error, and the suite goes on. The report is typed (engine.eval.results), with the JSON
@@ -183,12 +188,16 @@ Numbered = tuple[int, Case]  # a case and its 1-based number in the suite
 RunFn = Callable[[Case, "str | None"], RunResult]  # runs one case's baseline (None) or keep
 
 
+def document_key(case: Case) -> Path:
+    """Which document a case asks about. The password is the suite's, so the resolved path alone says."""
+    return Path(case.doc).resolve()
+
+
 def group_by_document(todo: list[Numbered]) -> list[list[Numbered]]:
-    """The cases about each document together, documents in order of first appearance, cases in suite order.
-    (The password is the suite's, so the resolved path alone names a document as it is read.)"""
+    """The cases about each document together, documents in order of first appearance, cases in suite order."""
     groups: dict[Path, list[Numbered]] = {}
     for number, case in todo:
-        groups.setdefault(Path(case.doc).resolve(), []).append((number, case))
+        groups.setdefault(document_key(case), []).append((number, case))
     return list(groups.values())
 
 
@@ -209,22 +218,26 @@ class _CaseRunner:
             yield _case_done(case, results, error)
 
     def by_document(self, todo: list[Numbered], tracker: _ProgressTracker) -> Iterator[AbEvent]:
-        """Document by document, in one session each: its baselines first, then each case's keeps.
+        """Document by document, each in one session (Engine.ask): its cases' runs share its caches."""
+        for group in group_by_document(todo):
+            yield from self._one_document(group, tracker)
+
+    def _one_document(self, group: list[Numbered], tracker: _ProgressTracker) -> Iterator[AbEvent]:
+        """The document's baselines first, then each case's keeps, then its record.
 
         Why this order: the baselines run back to back, the first cold and the next ones from the
         cached prefix, whether or not a SpecPrefill run in between would evict it; the SpecPrefill
         runs that follow can then reuse the document's draft cache.
         """
-        for group in group_by_document(todo):
-            results: dict[str, dict[str | None, RunResult]] = {case.id: {} for _, case in group}
-            errors: dict[str, str | None] = {}
-            for number, case in group:
-                errors[case.id] = yield from self._attempt(case, number, [None], results[case.id], self._ask, tracker)
-            for number, case in group:
-                if errors[case.id] is None:
-                    errors[case.id] = yield from self._attempt(case, number, self.keeps, results[case.id], self._ask,
-                                                               tracker)
-                yield _case_done(case, results[case.id], errors[case.id])
+        results: dict[str, dict[str | None, RunResult]] = {case.id: {} for _, case in group}
+        errors: dict[str, str | None] = {}
+        for number, case in group:
+            errors[case.id] = yield from self._attempt(case, number, [None], results[case.id], self._ask, tracker)
+        for number, case in group:
+            if errors[case.id] is None:  # a case whose baseline failed runs no keeps
+                errors[case.id] = yield from self._attempt(case, number, self.keeps, results[case.id], self._ask,
+                                                           tracker)
+            yield _case_done(case, results[case.id], errors[case.id])
 
     def _attempt(self, case: Case, number: int, keeps: list[str | None], results: dict[str | None, RunResult],
                  run: RunFn, tracker: _ProgressTracker) -> Iterator[AbEvent]:
@@ -248,7 +261,7 @@ class _CaseRunner:
         return self.documents[case.doc]
 
     def _session(self, case: Case) -> DocumentSession:
-        key = Path(case.doc).resolve()
+        key = document_key(case)
         if key not in self.sessions:
             self.sessions[key] = DocumentSession(self._document(case))
         return self.sessions[key]

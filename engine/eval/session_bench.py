@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
+import psutil
+
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import EngineEvent, RunFinished, RunResult
 from engine.core.settings import RunSettings
@@ -131,6 +133,14 @@ def _run_seconds(result: RunResult) -> float:
     """A run's time from its start to its last token (TTFT plus decoding)."""
     decoding = (result.generated_tokens - 1) / result.decode_tok_s if result.decode_tok_s > 0 else 0.0
     return result.ttft_s + decoding
+
+
+def prefix_context_rss_bytes(engine: Engine) -> int:
+    """What opening the sessions' prefix context adds to the process's resident memory (its KV
+    cache is cleared at creation, so all of it is touched at once); 0 when it is open already."""
+    before = psutil.Process().memory_info().rss
+    engine.open_prefix_context()
+    return max(psutil.Process().memory_info().rss - before, 0)
 
 
 def run_session_bench(engine: Engine, source_text: str, lengths: list[int], settings: RunSettings,

@@ -482,6 +482,12 @@ class Engine:
         status = "cancelled" if cancel.cancelled else "paused"
         yield BackgroundEnded(status, session.filled_tokens, len(prefix), seconds)
 
+    def open_prefix_context(self) -> None:
+        """Open the sessions' prefix context now rather than at its first use (the session bench
+        measures what it takes)."""
+        with self._exclusive():
+            self._prefix_runtime()
+
     def _prefix_runtime(self) -> TargetRuntime:
         """The context that holds sessions' full prefixes, opened on first use: a KV cache as
         large as the main context's, so its memory is checked first."""

@@ -11,9 +11,10 @@ import json
 import time
 
 import pytest
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QCheckBox, QFileDialog
 
 from engine.core.formatting import format_percent
+from engine.core.settings import RunSettings
 from engine.eval.metrics import answer_agreement
 from engine.eval.report import CSV_COLUMNS
 from engine.eval.suite import load_suite
@@ -299,3 +300,53 @@ def test_quick_check_needs_a_document_and_a_question(window, qtbot, notes_txt):
     assert not tab.quick_button.isEnabled()
     window.question.set_question("Anything?")
     assert tab.quick_button.isEnabled()
+
+
+# --- reusing document caches -----------------------------------------------------------------------
+
+
+def test_the_reuse_cache_box_is_off_by_default_and_goes_into_the_request(window):
+    tab = window.ab_tab
+    box = tab.findChild(QCheckBox, "abReuseCache")
+    assert box is tab.reuse_cache_box and box.text() == "Reuse document caches (cached TTFTs labelled)"
+    assert not box.isChecked() and tab.request("t", [], ["0.1"], RunSettings()).reuse_cache is False
+    box.setChecked(True)
+    request = tab.request("suite.jsonl", [], ["0.1", "0.2"], RunSettings(max_new_tokens=7))
+    assert request.reuse_cache is True and request.keeps == ["0.1", "0.2"] and request.settings.max_new_tokens == 7
+
+
+def test_a_suite_reusing_document_caches_labels_its_cached_runs(window, qtbot, suite_file, engine_factory,
+                                                                fake_config):
+    fake_config.make_fast()
+    write_suite(suite_file, [*CASES, {**CASES[0], "id": "gamma", "question": "What else does it retry?"}])
+    tab = window.ab_tab
+    tab.suite.open_suite(suite_file)
+    tab.reuse_cache_box.setChecked(True)
+    assert window.ab.start(tab.request(tab.suite.name, tab.suite.cases, ["0.1", "0.2"], RunSettings()))
+    wait_ab_done(qtbot, window)
+
+    requests = engine_factory.engine.requests
+    assert requests and all("session" in r for r in requests)  # every run asked in a document session
+    assert [(r["question"], r["mode"]) for r in requests[:2]] == [
+        ("What does the parser retry?", "baseline"), ("What else does it retry?", "baseline")]
+    cases = tab.results.cases
+    assert cases.text("alpha", "baseline TTFT") == "4.00 s"  # the document's first question: cold
+    assert cases.text("gamma", "baseline TTFT") == "400 ms (cached: full document from the cache)"
+    assert cases.text("gamma", "keep 0.1 TTFT") == "1.00 s"
+    summary = tab.results.summary
+    assert summary.text("baseline", "mean TTFT") == "4.00 s"  # cold runs only: alpha and beta
+    assert summary.text("baseline", "cached runs") == "1"
+    assert summary.text("baseline", "cached mean TTFT") == "400 ms"
+    assert summary.text("keep 0.2", "speed-up") == "4.00×"
+
+
+def test_a_suite_without_the_box_runs_cold_and_shows_no_cached_columns(window, qtbot, suite_file, engine_factory,
+                                                                        fake_config):
+    fake_config.make_fast()
+    tab = window.ab_tab
+    tab.suite.open_suite(suite_file)
+    tab.run_button.click()
+    wait_ab_done(qtbot, window)
+    assert not any("session" in r for r in engine_factory.engine.requests)
+    with pytest.raises(KeyError):
+        tab.results.summary.text("baseline", "cached runs")

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -66,6 +67,20 @@ class FakeEngine:
         self.info = info or fake_info()
         self.calls: list[tuple] = []
         self.closed = False
+        self.warm_sessions: set[int] = set()  # sessions whose document prefix a baseline has cached
+
+    def ask(self, session, question, mode, settings, cancel=NEVER):
+        """A session run (--reuse-cache): a session's first baseline is cold, the next ones are served
+        from its cache, ten times faster than the script says; SpecPrefill runs are cold ("spec")."""
+        cached = mode == "baseline" and id(session) in self.warm_sessions
+        served_by = "spec" if mode == "spec" else "cached_full" if cached else "cold_full"
+        for event in self.stream(session.text, question, mode, settings, cancel):
+            if isinstance(event, RunFinished):
+                ttft = event.result.ttft_s / 10 if cached else event.result.ttft_s
+                event = RunFinished(mode, replace(event.result, served_by=served_by, ttft_s=ttft))
+            yield event
+        # Like the engine: a finished baseline leaves the prefix cached; a SpecPrefill run evicts it.
+        (self.warm_sessions.add if mode == "baseline" else self.warm_sessions.discard)(id(session))
 
     def stream(self, document, question, mode, settings, cancel=NEVER):
         self.calls.append((document, question, mode, settings))
@@ -625,3 +640,133 @@ def test_a_journal_line_cut_short_by_a_kill_is_ignored(suite_path, tmp_path):
         fh.write(json.dumps(report.cases[2].to_json())[:40])  # the kill came mid-write
     assert list(read_journal(path, header)) == ["grid", "etchant"]
     assert read_journal(path, header)["grid"] == report.cases[0]
+
+
+# -- --reuse-cache: one document session per document ------------------------------------------
+# Without the flag the report's JSON must keep exactly these keys (checks outside the repo read them).
+ONE_SHOT_SUMMARY_KEYS = {"n_cases", "keeps", "baseline", "spec", "by_kind"}
+ONE_SHOT_BASELINE_SUMMARY_KEYS = {"accuracy", "n_scored", "mean_ttft_s", "mean_tokenize_s", "mean_target_prefill_s"}
+ONE_SHOT_SPEC_SUMMARY_KEYS = ONE_SHOT_BASELINE_SUMMARY_KEYS | {
+    "agreement", "mean_draft_s", "mean_select_s", "mean_kept_fraction", "speedup", "n_bypassed"}
+ONE_SHOT_ENVIRONMENT_KEYS = {"target", "draft", "device", "n_ctx", "restore_supported", "positions_requested",
+                             "positions_used", "threads", "versions", "platform", "date", "settings"}
+ONE_SHOT_CSV_HEADER = ("case_id,kind,run,keep,answer,correct,agreement,ttft_s,tokenize_s,draft_s,select_s,"
+                       "target_prefill_s,prompt_tokens,prefill_tokens,kept_fraction,positions,bypassed,"
+                       "bypass_reason,generated_tokens,stop_reason,error")
+
+
+def run_keys(case: dict) -> set[str]:
+    return {key for _, run in [("baseline", case["baseline"]), *case["spec"].items()] for key in run}
+
+
+def test_without_reuse_cache_the_json_and_csv_keep_their_fields(suite_path):
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings())
+    data = report.to_json()
+    summary = data["summary"]
+    assert set(summary) == ONE_SHOT_SUMMARY_KEYS
+    for group in [summary, *summary["by_kind"].values()]:
+        assert set(group["baseline"]) == ONE_SHOT_BASELINE_SUMMARY_KEYS
+        assert all(set(s) == ONE_SHOT_SPEC_SUMMARY_KEYS for s in group["spec"].values())
+    assert set(data["environment"]) == ONE_SHOT_ENVIRONMENT_KEYS
+    assert not any("served_by" in run_keys(case) for case in data["cases"])
+    assert render_csv(report).splitlines()[0] == ONE_SHOT_CSV_HEADER
+    assert "cached" not in render_html(report).lower()
+
+
+def test_reuse_cache_asks_each_documents_baselines_first_in_one_session(suite_path):
+    engine = FakeEngine()
+    events = list(run_suite(engine, load_suite(suite_path), KEEPS, RunSettings(), reuse_cache=True))
+    asked = [(question, mode, settings.keep) for _, question, mode, settings in engine.calls]
+    # A SpecPrefill run evicts the document's prefix: both xfig baselines run before its keeps.
+    assert asked == [("grid?", "baseline", 0.2), ("etchant?", "baseline", 0.2),
+                     ("grid?", "spec", 0.1), ("grid?", "spec", 0.5), ("etchant?", "spec", 0.1),
+                     ("etchant?", "spec", 0.5),
+                     ("summary?", "baseline", 0.2), ("summary?", "spec", 0.1), ("summary?", "spec", 0.5)]
+    assert [e.record.id for e in events if isinstance(e, AbCaseDone)] == ["grid", "etchant", "summary"]
+    report = events[-1].report
+    assert [case.id for case in report.cases] == ["grid", "etchant", "summary"]
+    assert [case.baseline.result.served_by for case in report.cases] == ["cold_full", "cached_full", "cold_full"]
+    assert {run.result.served_by for case in report.cases for run in case.spec.values()} == {"spec"}
+    progress = [e for e in events if isinstance(e, AbProgress)]
+    assert [p.runs_done for p in progress] == list(range(9)) and progress[-1].runs_total == 9
+
+
+def test_reuse_cache_keeps_cached_ttfts_out_of_the_cold_means(suite_path, tmp_path, fake_loader, capsys):
+    table = tmp_path / "ab.csv"
+    argv = ("--suite", str(suite_path), "--keep", "0.1,0.5", "--csv", str(table), "--json", "--reuse-cache")
+    assert cmd_ab(parse_ab(*argv), NEVER) == 0
+    data = json.loads(capsys.readouterr().out)
+    baselines = [case["baseline"] for case in data["cases"]]
+    assert [run["served_by"] for run in baselines] == ["cold_full", "cached_full", "cold_full"]
+    cold = [run["ttft_s"] for run in baselines if run["served_by"] == "cold_full"]
+    cached = [run["ttft_s"] for run in baselines if run["served_by"] == "cached_full"]
+    summary = data["summary"]["baseline"]
+    assert summary["mean_ttft_s"] == pytest.approx(sum(cold) / len(cold)) == pytest.approx(20.0)
+    assert summary["n_cached"] == 1 and summary["cached_mean_ttft_s"] == pytest.approx(sum(cached) / len(cached))
+    assert summary["accuracy"] == 1.0 and summary["n_scored"] == 2  # accuracy counts the cached run too
+    low = data["summary"]["spec"]["0.1"]
+    assert low["n_cached"] == 0 and low["cached_mean_ttft_s"] is None
+    assert low["speedup"] == pytest.approx(20.0 / 4.0)  # cold baseline mean over cold SpecPrefill mean
+    number = data["summary"]["by_kind"]["number"]["baseline"]  # grid (cold) and etchant (cached)
+    assert number["mean_ttft_s"] == pytest.approx(10.0) and number["n_cached"] == 1
+    assert data["environment"]["reuse_cache"] is True
+    rows = list(csv.DictReader(table.open(encoding="utf-8")))
+    assert [(r["case_id"], r["served_by"], r["ttft_kind"]) for r in rows if r["run"] == "baseline"] == [
+        ("grid", "cold_full", "cold"), ("etchant", "cached_full", "cached"), ("summary", "cold_full", "cold")]
+
+
+def test_reuse_cache_labels_cached_ttfts_in_the_table_progress_and_html(suite_path, tmp_path, fake_loader, capsys):
+    html = tmp_path / "ab.html"
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(html),
+                           "--reuse-cache"), NEVER) == 0
+    out, err = capsys.readouterr()
+    assert "baseline: TTFT 2.00 s (cached: full document from the cache)" in err
+    assert "baseline: TTFT 10.00 s\n" in err  # a cold run carries no label
+    head, baseline_row = out.splitlines()[1:3]
+    assert head.split()[-5:] == ["cached", "runs", "cached", "mean", "TTFT"]
+    assert baseline_row.split()[-3:] == ["1", "2.00", "s"] and "20.00 s" in baseline_row
+    assert "over cold runs only" in out
+    page = html.read_text(encoding="utf-8")
+    assert "cached: full document from the cache" in page and "cached mean TTFT" in page
+
+
+def test_reuse_cache_goes_on_after_a_case_fails_and_its_follow_up_runs_cold(suite_path):
+    events = list(run_suite(FakeEngine(fail_on="grid?"), load_suite(suite_path), KEEPS, RunSettings(),
+                            reuse_cache=True))
+    report = events[-1].report
+    grid, etchant, summary = report.cases
+    assert grid.failed and "40000 tokens" in grid.error
+    assert etchant.baseline.result.served_by == "cold_full" and not summary.failed
+    assert report.summary.overall.n_errors == 1
+    progress = [e for e in events if isinstance(e, AbProgress)]
+    assert progress[-1].runs_total == 9 - 3  # the failed case's runs left the total
+
+
+def test_resume_refuses_a_change_of_reuse_cache(suite_path, tmp_path, fake_loader):
+    argv = ("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(tmp_path / "ab.html"))
+    assert cmd_ab(parse_ab(*argv), NEVER) == 0
+    with pytest.raises(AbError, match=r"it was made with reuse_cache False \(now True\)"):
+        cmd_ab(parse_ab(*argv, "--resume", "--reuse-cache"), NEVER)
+    assert cmd_ab(parse_ab(*argv, "--reuse-cache"), NEVER) == 0  # started over with the flag
+    with pytest.raises(AbError, match=r"it was made with reuse_cache True \(now False\)"):
+        cmd_ab(parse_ab(*argv, "--resume"), NEVER)
+    assert cmd_ab(parse_ab(*argv, "--resume", "--reuse-cache"), NEVER) == 0
+    assert len(fake_loader) == 3  # the refusals came before loading the models
+
+
+def test_a_journal_written_before_reuse_cache_resumes_without_it(suite_path, tmp_path):
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings())
+    header = JournalHeader.of(suite_path, KEEPS, report.environment.settings)
+    old = header.to_json()
+    del old["reuse_cache"]
+    path = tmp_path / "old.journal.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in [old, report.cases[0].to_json()]))
+    assert list(read_journal(path, header)) == ["grid"]
+    with pytest.raises(AbError, match="reuse_cache False"):
+        read_journal(path, JournalHeader.of(suite_path, KEEPS, report.environment.settings, reuse_cache=True))
+
+
+def test_a_reuse_cache_report_reads_back_unchanged(suite_path):
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(), reuse_cache=True)
+    data = json.loads(json.dumps(report.to_json()))
+    assert AbReport.from_json(data) == report and AbReport.from_json(data).to_json() == data
