@@ -189,6 +189,7 @@ class Engine:
         self._target = threading.Lock()  # held while the target computes (a request, or one background batch)
         self._preempt_guard = threading.Lock()
         self._preempt: CancelToken | None = None  # the running background fill's "a request needs the target"
+        self._closed = False
 
     # -- lifetime -----------------------------------------------------------
     @classmethod
@@ -239,9 +240,14 @@ class Engine:
         return engine
 
     def close(self) -> None:
-        if self._prefix_rt is not None:
-            self._prefix_rt.close()
-        self.runtime.close()
+        """Free both contexts and the models; a background fill still running is stopped first
+        (its batch aborts), never left computing on freed memory."""
+        self._preempt_background()
+        with self._target:
+            self._closed = True
+            if self._prefix_rt is not None:
+                self._prefix_rt.close()
+            self.runtime.close()
 
     def _warm_up(self) -> None:
         """One tiny pass through each model, so the first run of a session pays no first-touch costs
@@ -271,18 +277,20 @@ class Engine:
     def time_prefill(self, tokens: list[int], cancel: CancelToken = NEVER, on_step: StepFn | None = None) -> float:
         """Seconds for a full target prefill of `tokens` at positions 0..n-1 (on_step: each batch's progress)."""
         ids = np.asarray(tokens, dtype=np.int32)
-        start = time.perf_counter()
-        run_to_end(self.runtime.iter_prefill(ids, np.arange(len(ids), dtype=np.int32), cancel), on_step)
-        return time.perf_counter() - start
+        with self._exclusive():  # a background fill must not share the cores with a timing
+            start = time.perf_counter()
+            run_to_end(self.runtime.iter_prefill(ids, np.arange(len(ids), dtype=np.int32), cancel), on_step)
+            return time.perf_counter() - start
 
     def time_draft(self, tokens: list[int], settings: RunSettings | None = None,
                    cancel: CancelToken = NEVER, on_step: StepFn | None = None) -> float:
         """Seconds for one draft scoring pass over `tokens` (look-ahead, kernel and window from settings)."""
         settings = settings or RunSettings()
-        start = time.perf_counter()
-        run_to_end(self.scorer.iter_score(list(tokens), settings.lookahead, settings.kernel, cancel,
-                                          settings.draft_window), on_step)
-        return time.perf_counter() - start
+        with self._exclusive():
+            start = time.perf_counter()
+            run_to_end(self.scorer.iter_score(list(tokens), settings.lookahead, settings.kernel, cancel,
+                                              settings.draft_window), on_step)
+            return time.perf_counter() - start
 
     def probe_positions(self) -> bool:
         """Probe the runtime again: does it accept gapped positions (`restore`)?"""
@@ -389,13 +397,16 @@ class Engine:
         if not self._foreground.acquire(blocking=False):
             raise EngineBusyError("a run is already in progress on this engine; wait for it or cancel it")
         try:
-            with self._preempt_guard:
-                if self._preempt is not None:
-                    self._preempt.cancel()
+            self._preempt_background()
             with self._target:
                 yield
         finally:
             self._foreground.release()
+
+    def _preempt_background(self) -> None:
+        with self._preempt_guard:
+            if self._preempt is not None:
+                self._preempt.cancel()
 
     # -- the background full prefill ------------------------------------------------
     def background_needed(self, session: DocumentSession, settings: RunSettings | None = None) -> bool:
@@ -456,7 +467,7 @@ class Engine:
         if token.cancelled or not self._target.acquire(blocking=False):
             return None
         try:
-            if token.cancelled or self._foreground.locked():  # a request came between the checks
+            if token.cancelled or self._foreground.locked() or self._closed:  # a request came between the checks
                 return None
             runtime = self._prefix_runtime()
             held = session.held_tokens(key, prefix, runtime.context)
@@ -474,9 +485,8 @@ class Engine:
                   seconds: float) -> Iterator[BackgroundEvent]:
         """The fill's last event; a finished prefix is saved first (a notice when it is not)."""
         if session.full_prefix_tokens:
-            problem = ""
             with self._target:  # quick: the save writes what the context holds
-                problem = self._save_prefix(key, prefix, self._prefix_runtime())
+                problem = "" if self._closed else self._save_prefix(key, prefix, self._prefix_runtime())
             yield BackgroundEnded("done", len(prefix), len(prefix), seconds, problem)
             return
         status = "cancelled" if cancel.cancelled else "paused"
