@@ -27,7 +27,7 @@ from desktop.theme import THEME_SYSTEM, THEMES, apply_theme
 
 log = logging.getLogger("desktop")
 
-TAB_CHOICES = ("heatmap", "kept", "answers", "diff", "ab")
+TAB_CHOICES = ("heatmap", "kept", "answers", "diff", "ab", "thread")
 SCREENSHOT_SIZE = "1400x900"
 DESKTOP_FILE_NAME = "specprefill"  # resources/desktop/specprefill.desktop
 
@@ -63,7 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="take the shot after the run finishes, or while SpecPrefill is generating",
     )
     parser.add_argument("--tab", choices=TAB_CHOICES,
-                        help="which lower view is shown (heatmap = kept tokens, ab = the A/B test tab)")
+                        help="which lower view is shown (heatmap = kept tokens, ab = the A/B test tab, "
+                             "thread = the document's questions and answers)")
     parser.add_argument("--size", help=f"window size, WIDTHxHEIGHT (--screenshot: {SCREENSHOT_SIZE}; "
                                        "otherwise the last session's size)")
     parser.add_argument("--theme", choices=THEMES, default=THEME_SYSTEM,

@@ -82,6 +82,10 @@ class ComparisonBar(QWidget):
         shown = NOT_YET if score is None else f"{score * 100:.0f}% (ROUGE-L)"
         self.agreement.setText(f"Answer agreement: {shown}")
 
+    def shutdown(self) -> None:
+        """The window closes: a score still being computed is dropped, not shown on deleted labels."""
+        self._forget_agreement_job()
+
     def _forget_agreement_job(self) -> None:
         if self._agreement_job is not None:
             self._agreement_job.cancel()

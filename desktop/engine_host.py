@@ -4,6 +4,12 @@ The engine holds native model state that is not thread-safe, so all engine jobs
 (load, token counts, runs, A/B suites, calibration) share a single-thread pool: they queue instead
 of overlapping, and a reload can never close a model a run is still using.
 
+The background full prefill (`submit_background`) runs on a second thread, so a question
+can start while it winds down: the engine pauses the fill by itself the moment a question
+(`ask`, `ask_both`, `stream`) starts, so those jobs are submitted with `preempts_background`.
+Every other job (a token count, a suite, calibration, a reload) cancels the fill and waits
+until it has let go of the target.
+
 The one exception is `predict`: it only does arithmetic on the engine's calibration
 (no model, no native state), so it answers at once on the GUI thread.
 
@@ -41,6 +47,12 @@ class EngineLike(Protocol):
     def estimate(self, n_tokens: int, settings: RunSettings) -> dict | None: ...
     def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str: ...
     def stream(self, *, document, question, mode, settings, cancel): ...
+    # a document's session (engine.api.DocumentSession): follow-ups reuse its caches
+    def ask(self, session, question, mode, settings, cancel): ...
+    def ask_both(self, session, question, settings, cancel, spec_first=True): ...
+    def background_needed(self, session, settings: RunSettings) -> bool: ...
+    def background_prefill(self, session, settings: RunSettings, cancel: CancelToken): ...
+    def forget(self, session, saved: bool = False) -> None: ...
     def close(self) -> None: ...
     # calibration (engine.api.calibrate_machine) times these
     def sample_tokens(self, text: str, n_tokens: int, what: str = "sample") -> list[int]: ...
@@ -87,6 +99,8 @@ class EngineHost(QObject):
         super().__init__(parent)
         self._factory = factory
         self._pool = make_pool(1)
+        self._background_pool = make_pool(1)  # the background fill: never in front of a question
+        self._background: Worker | None = None
         self._engine: EngineLike | None = None
         self._settings: ModelSettings | None = None  # the loaded engine's
         self._loader: Worker | None = None
@@ -117,6 +131,7 @@ class EngineHost(QObject):
     def load(self, settings: ModelSettings, prepare: LoadPreparation | None = None) -> Worker:
         """Replace the current engine with one built from `settings`, after `prepare` if given."""
         self.cancel_load()
+        self.cancel_background()
         old, self._engine = self._engine, None
         worker = Worker(lambda ctx: self._load_job(ctx, old, settings, prepare), name="model loading")
         worker.event.connect(self._on_load_event)
@@ -131,15 +146,50 @@ class EngineHost(QObject):
         if self.is_loading:
             self._loader.cancel()
 
-    def submit(self, name: str, job: Callable[[EngineLike, WorkerContext], object]) -> Worker:
-        """Queue an engine job. The engine is bound now, so a later reload cannot swap it mid-job."""
-        engine = self._engine
+    def submit(self, name: str, job: Callable[[EngineLike, WorkerContext], object], *,
+               preempts_background: bool = False) -> Worker:
+        """Queue an engine job. The engine is bound now, so a later reload cannot swap it mid-job.
+
+        `preempts_background`: the engine itself pauses the background fill when this job starts
+        (a question), so it runs at once; any other job cancels the fill and waits for it."""
+        engine = self._bound_engine()
+        if not preempts_background:
+            self.cancel_background()
+            job = self._after_background(job)
+        return self._start(Worker(lambda ctx: job(engine, ctx), name=name), self._pool)
+
+    def submit_background(self, name: str, job: Callable[[EngineLike, WorkerContext], object]) -> Worker:
+        """Start the background fill on its own thread (one at a time: a second start cancels the first)."""
+        engine = self._bound_engine()
+        self.cancel_background()
+        self._background = self._start(Worker(lambda ctx: job(engine, ctx), name=name), self._background_pool)
+        return self._background
+
+    @property
+    def is_background_active(self) -> bool:
+        return self._background is not None and self._background.active
+
+    def cancel_background(self) -> None:
+        if self.is_background_active:
+            self._background.cancel()
+
+    def _bound_engine(self) -> EngineLike:
         if not self.is_ready:
             raise RuntimeError("no engine is loaded")
-        worker = Worker(lambda ctx: job(engine, ctx), name=name)
+        return self._engine
+
+    def _start(self, worker: Worker, pool) -> Worker:
         self._jobs.add(worker)
         worker.ended.connect(lambda: self._jobs.discard(worker))
-        return worker.start(self._pool)
+        return worker.start(pool)
+
+    def _after_background(self, job: Callable[[EngineLike, WorkerContext], object]):
+        """`job`, run once the (cancelled) background fill has let go of the target."""
+        def run(engine: EngineLike, ctx: WorkerContext) -> object:
+            self._background_pool.waitForDone()  # on the engine thread, never the GUI's
+            return job(engine, ctx)
+
+        return run
 
     def predict(self, n_tokens: int, settings: RunSettings) -> Prediction | None:
         """The prediction for a prompt of `n_tokens`, or None while no engine is loaded.
@@ -163,6 +213,7 @@ class EngineHost(QObject):
         for worker in list(self._jobs):
             worker.cancel()
         self._pool.clear()  # queued jobs never start
+        self._background_pool.clear()
         self._wait_until_idle()
         if self._engine is not None:
             _close_quietly(self._engine)
@@ -171,13 +222,15 @@ class EngineHost(QObject):
     def _wait_until_idle(self) -> None:
         if not self._pool.waitForDone(0):
             log.info("waiting for the engine thread to finish before freeing the engine")
-        while not self._pool.waitForDone(POLL_MS):
-            QCoreApplication.processEvents()
+        for pool in (self._pool, self._background_pool):
+            while not pool.waitForDone(POLL_MS):
+                QCoreApplication.processEvents()
         QCoreApplication.processEvents()  # deliver how the last jobs ended, so their workers end too
 
     def _load_job(self, ctx: WorkerContext, old: EngineLike | None, settings: ModelSettings,
                   prepare: LoadPreparation | None) -> EngineLike:
         if old is not None:
+            self._background_pool.waitForDone()  # the cancelled fill may still be in its last batch
             _close_quietly(old)
         progress = progress_events(ctx)
         if prepare is not None:

@@ -42,13 +42,14 @@ class EngineJobSession(QObject):
         if self.is_active:
             self._worker.cancel()
 
-    def _start(self, request: object, name: str, job: EngineJob) -> bool:
-        """Submit `job`; refused (False) while a job of this session is active or without an engine."""
+    def _start(self, request: object, name: str, job: EngineJob, *, preempts_background: bool = False) -> bool:
+        """Submit `job`; refused (False) while a job of this session is active or without an engine.
+        `preempts_background`: see EngineHost.submit."""
         if self.is_active or not self._host.is_ready:
             return False
         self._request = request
         self._forget_results()
-        worker = self._host.submit(name, job)
+        worker = self._host.submit(name, job, preempts_background=preempts_background)
         worker.event.connect(self._on_event)
         worker.finished.connect(self._on_finished)
         worker.cancelled.connect(lambda: self.ended.emit(CANCELLED, ""))

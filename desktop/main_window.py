@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QInputDialog,
+    QLabel,
     QLineEdit,
     QMainWindow,
     QMessageBox,
@@ -33,10 +34,13 @@ from desktop.about import about_box
 from desktop.ab_session import AbRequest, AbSession
 from desktop.ab_tab import AbTab
 from desktop.answer_diff import AnswerCompareView
+from desktop.background_fill import BackgroundFill, FillStatus
 from desktop.calibrate_action import (CALIBRATE_TEXT, CALIBRATE_TIP, CALIBRATED_NOTICE, CANCELLED_NOTICE,
                                       CalibrationSession)
 from desktop.comparison_bar import ComparisonBar
 from desktop.document_info import DocumentInfoBar
+from desktop.doc_threads import ANSWERED, CANCELLED as EXCHANGE_CANCELLED, FAILED as EXCHANGE_FAILED
+from desktop.doc_threads import DocumentThread, Exchange, ThreadBook
 from desktop.document_paths import OPEN_FILE_FILTER, dropped_paths
 from desktop.document_session import DocumentLoader, DocumentSession
 from desktop.engine_host import EngineFactory, EngineHost, LoadPreparation
@@ -52,11 +56,14 @@ from desktop.run_pane import RunPane
 from desktop.run_session import RunRequest, RunSession
 from desktop.settings_dialog import SettingsDialog
 from desktop.settings_store import RunPreferences, SettingsStore
+from desktop.thread_view import CLEAR_TEXT, CLEAR_TIP, ThreadView
 
 log = logging.getLogger(__name__)
 
-TAB_KEPT, TAB_ANSWERS, TAB_AB = "kept", "answers", "ab"
-TAB_ALIASES = {"kept": TAB_KEPT, "heatmap": TAB_KEPT, "answers": TAB_ANSWERS, "diff": TAB_ANSWERS, "ab": TAB_AB}
+TAB_KEPT, TAB_ANSWERS, TAB_AB, TAB_THREAD = "kept", "answers", "ab", "thread"
+TAB_ALIASES = {"kept": TAB_KEPT, "heatmap": TAB_KEPT, "answers": TAB_ANSWERS, "diff": TAB_ANSWERS, "ab": TAB_AB,
+               "thread": TAB_THREAD}
+OUTCOME_STATES = {FINISHED: ANSWERED, CANCELLED: EXCHANGE_CANCELLED, FAILED: EXCHANGE_FAILED}
 
 FIRST_START_SIZE = QSize(1280, 720)  # fits a 1366x768 laptop screen with its panels
 SCREEN_SHARE = 0.9  # or this share of a smaller screen's free area
@@ -103,6 +110,11 @@ class MainWindow(QMainWindow):
         self.runs = RunSession(self.host, self)
         self.ab = AbSession(self.host, self)
         self.calibration = CalibrationSession(self.host, self)
+        self.threads = ThreadBook()  # each document's questions, answers and engine session
+        self.thread: DocumentThread | None = None  # the active document's
+        self.fill = BackgroundFill(self.host, self)
+        self._asking: tuple[DocumentThread, Exchange] | None = None  # the question the run answers
+        self._begun_runs: set[str] = set()  # the panes the current run has started
         self._ask_password = ask_password
         self._assemble_models = assemble_models  # offered when the default models are missing or corrupt
         self._load_dialog: ModelLoadDialog | None = None
@@ -131,11 +143,19 @@ class MainWindow(QMainWindow):
         self.kept_view = KeptTokenView()
         self.answers = AnswerCompareView()
         self.ab_tab = AbTab()
+        self.thread_view = ThreadView()
+        self.compare_caption = QLabel("")  # says what a compare on a follow-up compares
+        self.compare_caption.setObjectName("compareCaption")
+        self.compare_caption.setStyleSheet("font-style: italic;")
+        self.compare_caption.hide()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.kept_view, "Kept tokens")
         self.tabs.addTab(self.answers, "Answers")
         self.tabs.addTab(self.ab_tab, "A/B test")
+        self.tabs.addTab(self.thread_view, "Thread")
         self.tabs.setMinimumHeight(TABS_MIN_HEIGHT)
+        self.fill_status = FillStatus()
+        self.statusBar().addPermanentWidget(self.fill_status)
         self.engine_status = EngineStatus(self.statusBar())
 
     def _create_actions(self) -> None:
@@ -151,6 +171,8 @@ class MainWindow(QMainWindow):
         self.reload_action.triggered.connect(self.load_models)
         self.calibrate_action = QAction(CALIBRATE_TEXT, self, toolTip=CALIBRATE_TIP, statusTip=CALIBRATE_TIP)
         self.calibrate_action.triggered.connect(self.start_calibration)
+        self.clear_thread_action = QAction(CLEAR_TEXT, self, toolTip=CLEAR_TIP, statusTip=CLEAR_TIP)
+        self.clear_thread_action.triggered.connect(self.clear_thread)
         self.about_action = QAction("&About SpecPrefill", self)
         self.about_action.triggered.connect(self.show_about)
         quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
@@ -160,6 +182,8 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.open_file_action)
         file_menu.addAction(self.open_folder_action)
         file_menu.addMenu(self.recent_menu)
+        file_menu.addSeparator()
+        file_menu.addAction(self.clear_thread_action)
         file_menu.addSeparator()
         file_menu.addAction(quit_action)
         models_menu = self.menuBar().addMenu("&Models")
@@ -181,6 +205,7 @@ class MainWindow(QMainWindow):
         pane_row.addWidget(self.spec_pane)
         pane_column = QVBoxLayout(panes)
         pane_column.setContentsMargins(0, 0, 0, 0)
+        pane_column.addWidget(self.compare_caption)
         pane_column.addLayout(pane_row, 1)
         pane_column.addWidget(self.comparison)
 
@@ -229,6 +254,8 @@ class MainWindow(QMainWindow):
         )
         self.comparison.compareAnswersRequested.connect(self._show_answer_diff)
         self.comparison.toggleAnswerRequested.connect(self._toggle_answer)
+        self.thread_view.clearRequested.connect(self.clear_thread)
+        self.fill.changed.connect(self._on_fill_changed)
         self.ab_tab.runRequested.connect(self.start_ab)
         self.ab_tab.cancelRequested.connect(self.ab.cancel)
         self.ab.started.connect(self._on_ab_started)
@@ -290,6 +317,7 @@ class MainWindow(QMainWindow):
         self.runs.cancel()
         self.ab.cancel()
         self.calibration.cancel()
+        self.fill.cancel()
 
     def open_file_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a document", self._dialog_dir(), OPEN_FILE_FILTER)
@@ -320,7 +348,9 @@ class MainWindow(QMainWindow):
         if reason is not None:
             log.info("run refused: %s", reason)
             return False
-        request = RunRequest(self.documents.document, self.question.question, mode, self._run_settings())
+        thread = self.thread
+        request = RunRequest(self.documents.document, self.question.question, mode, self._run_settings(),
+                             session=thread.session if thread is not None else None)
         return self.runs.start(request)
 
     def start_ab(self, title: str, cases: list[Case], keeps: list[str]) -> bool:
@@ -329,7 +359,7 @@ class MainWindow(QMainWindow):
         if reason is not None:
             log.info("A/B run refused: %s", reason)
             return False
-        return self.ab.start(AbRequest(title, list(cases), list(keeps), self._run_settings()))
+        return self.ab.start(self.ab_tab.request(title, cases, keeps, self._run_settings()))
 
     def start_calibration(self) -> bool:
         """Models ▸ Calibrate This Machine…: time the loaded models on the engine thread, with progress."""
@@ -358,11 +388,39 @@ class MainWindow(QMainWindow):
         models_changed = model_settings != self.store.model_settings()
         self.store.save_model_settings(model_settings)
         self.store.save_run_preferences(run_prefs)
+        self._apply_background_setting(run_prefs.background_prefill)
         if models_changed:
             log.info("model settings changed: reloading the engine")
             self.load_models()
         else:
             self._refresh_prediction()  # the threshold may have changed
+
+    def _apply_background_setting(self, on: bool) -> None:
+        """Settings ▸ Background full prefill: off cancels a running fill; on may start one now."""
+        if not on:
+            self.fill.turn_off(self.thread)
+            return
+        self.fill.turn_on(self.thread)
+        self._resume_fill()
+
+    def clear_thread(self) -> bool:
+        """One action: empty the document's thread and drop its caches (saved state on disk included)."""
+        thread = self.thread
+        if thread is None or self._why_cannot_clear() is not None:
+            return False
+        self.fill.cancel()
+        thread.clear()
+        self.thread_view.refresh()
+        self.fill_status.show_state(thread.fill)
+        self.compare_caption.hide()
+        if self.host.is_ready:
+            session = thread.session
+            worker = self.host.submit("clearing the document's caches",
+                                      lambda engine, ctx: engine.forget(session, saved=True))
+            worker.failed.connect(lambda error: self.banner.show_error(
+                f"Could not clear the caches: {failure_text(error, 'clearing the caches')}"))
+        self.statusBar().showMessage(f"Cleared the thread and caches of {thread.name}", 5000)
+        return True
 
     def show_about(self) -> QMessageBox:
         box = about_box(self, self.host.info)
@@ -377,7 +435,8 @@ class MainWindow(QMainWindow):
         self.store.save_answer_markdown(on)
 
     def show_tab(self, name: str) -> None:
-        widgets = {TAB_KEPT: self.kept_view, TAB_ANSWERS: self.answers, TAB_AB: self.ab_tab}
+        widgets = {TAB_KEPT: self.kept_view, TAB_ANSWERS: self.answers, TAB_AB: self.ab_tab,
+                   TAB_THREAD: self.thread_view}
         self.tabs.setCurrentWidget(widgets[TAB_ALIASES[name]])
 
     # --- state ---------------------------------------------------------------------------
@@ -394,6 +453,14 @@ class MainWindow(QMainWindow):
             return "The models are loading"
         if not self.host.is_ready:
             return "The models are not loaded (Models ▸ Reload Models)"
+        return None
+
+    def _why_cannot_clear(self) -> str | None:
+        """Clearing waits for a job on the engine thread: it would clear the caches the job uses."""
+        if self.thread is None:
+            return "Open a document first"
+        if self.runs.is_active or self.ab.is_active or self.calibration.is_active:
+            return self._why_engine_busy()
         return None
 
     def _why_cannot_run(self) -> str | None:
@@ -419,6 +486,9 @@ class MainWindow(QMainWindow):
         self.calibrate_action.setEnabled(engine_busy is None)
         for action in (self.open_file_action, self.open_folder_action, self.recent_menu.menuAction()):
             action.setEnabled(not busy)
+        can_clear = self._why_cannot_clear() is None
+        self.clear_thread_action.setEnabled(can_clear)
+        self.thread_view.set_clear_enabled(can_clear)
 
     def _run_settings(self) -> RunSettings:
         return self.store.run_preferences().run_settings(self.controls.keep_fraction, self.controls.position_mode)
@@ -449,6 +519,8 @@ class MainWindow(QMainWindow):
 
     def _on_engine_ready(self, info: object) -> None:
         self._close_load_dialog()
+        self.threads.engine_replaced()
+        self.fill_status.show_state(self.thread.fill if self.thread is not None else None)
         self.engine_status.show_info(info)
         self.controls.set_restore_supported(bool(info.positions_supported))
         if self.documents.document is not None:
@@ -508,6 +580,7 @@ class MainWindow(QMainWindow):
         elif outcome == CANCELLED:
             self.statusBar().showMessage(CANCELLED_NOTICE, 5000)
         self._refresh_controls()
+        self._resume_fill()
 
     def _close_calibration_dialog(self) -> None:
         if self._calibration_dialog is not None:
@@ -521,6 +594,11 @@ class MainWindow(QMainWindow):
         self._refresh_controls()
 
     def _on_document_loaded(self, document: Document) -> None:
+        self.fill.cancel()  # the fill works on the active document only
+        self.thread = self.threads.open(document)
+        self.thread_view.show_thread(self.thread)
+        self.fill_status.show_state(self.thread.fill)
+        self.compare_caption.hide()
         self.doc_info.show_document(document)
         if self.host.is_ready:
             self.doc_info.show_counting()
@@ -555,16 +633,24 @@ class MainWindow(QMainWindow):
 
     def _on_run_started(self, request: RunRequest) -> None:
         self.banner.dismiss()
-        max_new = request.settings.max_new_tokens
+        self._begun_runs = set()
         for index, run in enumerate(request.runs):
-            waiting_for = "full prefill" if index > 0 else None
-            self.panes[run].begin(max_new, waiting_for=waiting_for, question=request.question,
-                                  document_name=Path(request.document.path).name)
-            self._pane_context[run] = (request.document, request.question)
-        if "spec" in request.runs:
-            self.kept_view.clear_selection()  # the old selection does not describe this run
+            self._begin_pane(request, run, waiting_for="full prefill" if index > 0 else None)
+        thread = self.thread
+        self._asking = (thread, thread.ask(request.question, request.mode)) if thread is not None else None
+        self.thread_view.refresh()
+        self.compare_caption.hide()
         self._update_comparison()
         self._refresh_controls()
+
+    def _begin_pane(self, request: RunRequest, run: str, waiting_for: str | None = None) -> None:
+        """Clear `run`'s pane for this request: at the start, or (mode "auto") at the run's first event."""
+        self._begun_runs.add(run)
+        self.panes[run].begin(request.settings.max_new_tokens, waiting_for=waiting_for, question=request.question,
+                              document_name=Path(request.document.path).name)
+        self._pane_context[run] = (request.document, request.question)
+        if run == "spec":
+            self.kept_view.clear_selection()  # the old selection does not describe this run
 
     def _on_run_event(self, event: object) -> None:
         run = getattr(event, "run", None)
@@ -572,16 +658,29 @@ class MainWindow(QMainWindow):
             self.banner.show_info(event.message)
             return
         pane = self.panes.get(run)
+        if pane is not None and run not in self._begun_runs:
+            self._begin_pane(self.runs.request, run)
         if pane is not None:
             pane.apply(event)
         if isinstance(event, SelectionMade):
             self.kept_view.set_selection(self.runs.request.document, event.selection)
         elif isinstance(event, RunFinished):
+            self._record_answer(event.result)
             self._update_comparison()
 
+    def _record_answer(self, result) -> None:
+        """Into the thread it was asked in (still that one, even if another document opened since)."""
+        if self._asking is None:
+            return
+        thread, exchange = self._asking
+        exchange.answers.append(result)
+        if thread is self.thread:
+            self.thread_view.refresh()
+            self.compare_caption.setText(exchange.caption)
+            self.compare_caption.setVisible(bool(exchange.caption))
+
     def _on_run_ended(self, outcome: str, message: str) -> None:
-        request = self.runs.request
-        for run in request.runs if request else ():
+        for run in self._begun_runs:
             if outcome == CANCELLED:
                 self.panes[run].mark_cancelled()
             elif outcome == FAILED:
@@ -590,7 +689,31 @@ class MainWindow(QMainWindow):
             self.banner.show_error(message)
         elif outcome == CANCELLED:
             self.statusBar().showMessage("Run cancelled", 5000)
+        self._end_exchange(outcome, message)
         self._refresh_controls()
+        self._resume_fill()
+
+    def _end_exchange(self, outcome: str, message: str) -> None:
+        if self._asking is None:
+            return
+        thread, exchange = self._asking
+        exchange.state, exchange.message = OUTCOME_STATES[outcome], message
+        self._asking = None
+        if thread is self.thread:
+            self.thread_view.refresh()
+
+    # --- the background fill ---------------------------------------------------------------------
+
+    def _resume_fill(self) -> None:
+        """Idle again: fill the active document in the background if a SpecPrefill answer made it
+        worth it, or resume a paused fill (the engine goes on from where it stopped)."""
+        if self.thread is None or self._why_engine_busy() is not None or self.fill.is_active:
+            return
+        self.fill.after_answer(self.thread, self._run_settings())
+
+    def _on_fill_changed(self, thread: DocumentThread) -> None:
+        if thread is self.thread:
+            self.fill_status.show_state(thread.fill)
 
     # --- A/B suites ------------------------------------------------------------------------------
 
@@ -607,6 +730,7 @@ class MainWindow(QMainWindow):
         if outcome == CANCELLED:
             self.statusBar().showMessage("A/B suite cancelled", 5000)
         self._refresh_controls()
+        self._resume_fill()
 
     def _update_comparison(self) -> None:
         baseline, spec = self.baseline_pane.result, self.spec_pane.result
@@ -660,6 +784,7 @@ class MainWindow(QMainWindow):
         self._stop_engine_jobs()
         self._close_load_dialog()
         self._close_calibration_dialog()
+        self.comparison.shutdown()
         self.documents.shutdown()
         self.host.shutdown()  # returns once no job runs, and only then frees the engine
         super().closeEvent(event)

@@ -1,4 +1,4 @@
-"""Keep slider, position mode, the three run buttons and Cancel.
+"""Keep slider, position mode, the run buttons (Ask, Compare, one run only) and Cancel.
 
 The keep default and the position modes come from the settings schema (engine.api).
 """
@@ -17,7 +17,7 @@ POSITIONS = option_of(RunSettings, "positions")
 
 
 class RunControls(QWidget):
-    runRequested = Signal(str)  # "both" | "baseline" | "spec"
+    runRequested = Signal(str)  # "auto" | "both" | "baseline" | "spec"
     cancelRequested = Signal()
     keepChanged = Signal(int)
 
@@ -38,11 +38,14 @@ class RunControls(QWidget):
             self.positions.addItem(mode, mode)
         self.positions.setCurrentIndex(self.positions.findData(RunSettings.positions))
         self.positions.setToolTip(POSITIONS.help)
+        self.ask_button = QPushButton("Ask")
+        self.ask_button.setObjectName("askButton")
         self.compare_button = QPushButton("Compare")
         self.compare_button.setObjectName("compareButton")
         self.baseline_button = QPushButton("Full prefill only")
         self.spec_button = QPushButton("SpecPrefill only")
         self._tips = {
+            self.ask_button: "One answer, the fastest way: SpecPrefill first, follow-ups from the full cached document",
             self.compare_button: "Run SpecPrefill (the fast answer shows first), then full prefill, and compare them",
             self.baseline_button: "Prefill the whole prompt into the target (the baseline)",
             self.spec_button: "Let the draft pick the tokens that matter; prefill only those",
@@ -51,6 +54,7 @@ class RunControls(QWidget):
         self.cancel_button.setToolTip("Stop the run or the loading in progress (Esc)")
         self.cancel_button.setShortcut(QKeySequence(Qt.Key.Key_Escape))
         self.cancel_button.setEnabled(False)
+        self.ask_button.clicked.connect(lambda: self.runRequested.emit("auto"))
         self.compare_button.clicked.connect(lambda: self.runRequested.emit("both"))
         self.baseline_button.clicked.connect(lambda: self.runRequested.emit("baseline"))
         self.spec_button.clicked.connect(lambda: self.runRequested.emit("spec"))
@@ -75,7 +79,7 @@ class RunControls(QWidget):
 
     @property
     def run_buttons(self) -> tuple[QPushButton, ...]:
-        return (self.compare_button, self.baseline_button, self.spec_button)
+        return (self.ask_button, self.compare_button, self.baseline_button, self.spec_button)
 
     @property
     def keep_percent(self) -> int:

@@ -17,7 +17,8 @@ from PySide6.QtGui import QFont, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import (QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QProgressBar, QTextBrowser,
                                QToolButton, QVBoxLayout, QWidget)
 
-from engine.api import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
+from engine.api import (SERVED_BY_LABELS, Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged,
+                        TokenGenerated)
 from engine.api import format_count, format_percent_short, format_rate, format_seconds, write_text_atomic
 from desktop.answer_export import answer_markdown, suggested_file_name
 
@@ -36,6 +37,12 @@ NOT_YET = "—"
 TTFT_CAPTION = "time to first token"
 TTFT_PROVISIONAL = "time to first token (as measured here; the engine's figure follows)"
 MARKDOWN_FILTER = "Markdown (*.md);;All files (*)"
+
+
+def ttft_caption(result: RunResult) -> str:
+    """"time to first token · full document from the cache": how a session's answer was served."""
+    served = SERVED_BY_LABELS.get(result.served_by, result.served_by)
+    return f"{TTFT_CAPTION} · {served}" if served else TTFT_CAPTION
 
 
 def ask_save_path(parent: QWidget, suggested: str) -> str | None:
@@ -258,7 +265,7 @@ class RunPane(QFrame):
         self.progress.setValue(1)
         self.ttft.setText(format_seconds(result.ttft_s))
         self.ttft.setStyleSheet("")
-        self.ttft_caption.setText(TTFT_CAPTION)
+        self.ttft_caption.setText(ttft_caption(result))
         self.prefilled.setText(f"{format_count(result.prefill_tokens)} of {format_count(result.prompt_tokens)}")
         self.decode.setText(format_rate(result.decode_tok_s))
         if result.answer:

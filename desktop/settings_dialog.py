@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
@@ -30,6 +31,8 @@ from engine.api import DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, o
 from desktop.settings_store import RunPreferences, dialog_fields
 
 SPIN_LIMIT = 2**31 - 1  # a QSpinBox holds a 32-bit int
+FLOAT_DECIMALS = 2  # sizes in GB: hundredths are fine enough
+FLOAT_STEPS = {"state_cache_gb": 1.0, "draft_cache_gb": 0.5}  # arrow-click size; default 0.1
 # How far one arrow click moves a spin box: presentation only, not a setting's value.
 SPIN_STEPS = {"n_ctx": 1024, "draft_window": 1024, "min_tokens": 256, "max_new_tokens": 64}
 FOLDER_MODELS = {"draft_path"}  # a draft may also be a transformers model folder
@@ -153,6 +156,26 @@ class _CountSpin(QSpinBox):
         self.setValue(self._none if value is None else value)
 
 
+class _AmountSpin(QDoubleSpinBox):
+    """A decimal amount (a size in GB) in the option's range; where 0 is special it shows its meaning."""
+
+    def __init__(self, option: Option, step: float, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setDecimals(FLOAT_DECIMALS)
+        low = option.minimum if option.minimum is not None else 0.0
+        self.setRange(low, option.maximum if option.maximum is not None else float(SPIN_LIMIT))
+        self.setSingleStep(step)
+        self.setToolTip(option.help)
+        if option.zero_means and low == 0:
+            self.setSpecialValueText(f"0 ({option.zero_means})")  # shown at the minimum, 0
+
+    def field_value(self) -> float:
+        return float(self.value())
+
+    def set_field_value(self, value: float) -> None:
+        self.setValue(value)
+
+
 class _AutomaticOrCount(QWidget):
     """A count where None (automatic) and 0 are both meaningful: a tick box beside a spin box."""
 
@@ -203,6 +226,8 @@ def editor_for(cls: type, name: str, option: Option) -> QWidget:
         return _AutomaticOrCount(option, step, UNTICKED_STARTS.get(name, 0))
     if kind is int:
         return _CountSpin(option, step)
+    if kind is float:
+        return _AmountSpin(option, FLOAT_STEPS.get(name, 0.1))
     raise TypeError(f"the Settings dialog has no editor for {cls.__name__}.{name} ({kind.__name__})")
 
 

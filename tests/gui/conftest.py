@@ -37,6 +37,7 @@ from engine.core.events import (
 from engine.ingest.document import Document, Segment
 from engine.core.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
 from desktop.main_window import MainWindow
+from tests.gui.fake_sessions import FakeSessions
 
 CHARS_PER_TOKEN = 4
 SYSTEM_PROMPT = "You are a helpful assistant. Answer using only the document.\n\n"
@@ -104,7 +105,7 @@ def wait(seconds: float, cancel: CancelToken) -> None:
         time.sleep(min(left, 0.002))
 
 
-class FakeEngine:
+class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_prefill, forget): fake_sessions.py
     def __init__(self, settings: ModelSettings, config: FakeConfig) -> None:
         self.settings = settings
         self.config = config

@@ -136,7 +136,7 @@ def test_cancel_while_reading_a_1200_page_pdf(make_window, qtbot, tmp_path):
 def test_model_work_never_runs_on_the_gui_thread_and_runs_never_overlap(
         make_window, qtbot, tmp_path, monkeypatch, engine_factory, fake_config):
     threads = []
-    for method in ("stream", "count_tokens"):
+    for method in ("stream", "ask", "ask_both", "count_tokens"):
         real = getattr(FakeEngine, method)
 
         def spy(self, *args, _real=real, **kwargs):
