@@ -99,4 +99,4 @@ def session_line(r: SessionBenchRow) -> str:
             f" of cold spec; {r.background_slowdown:+.1%} during a background fill) | cached full "
             f"{r.cached_full_ttft_s:5.2f}s | reopened {r.saved_state_ttft_s:5.2f}s | draft cache "
             f"{format_bytes(r.draft_cache_bytes)} | state file {format_bytes(r.state_file_bytes)} | "
-            f"peak RSS {format_bytes(r.peak_rss_bytes)}")
+            f"RSS with both caches {format_bytes(r.rss_with_both_caches_bytes)}, peak {format_bytes(r.peak_rss_bytes)}")

@@ -7,12 +7,12 @@ For each length, on one document (the first N tokens of real text, as `bench`):
   cold_full          a full prefill with nothing cached (it saves the prefix state afterwards)
   cached_full        a follow-up from the full prefix held in memory
   saved_state        the first question after reopening: the prefix loaded from its saved state
-Memory: the draft cache's bytes, the saved state's file size, and the process's peak RSS.
+Memory: the draft cache's bytes, the saved state's file size, the process's resident memory with
+both caches full (after the cached follow-up) and its peak during the length's runs.
 """
 
 from __future__ import annotations
 
-import resource
 import threading
 import time
 from collections.abc import Iterator
@@ -47,7 +47,8 @@ class SessionBenchRow:
     state_save_s: float
     draft_cache_bytes: int
     state_file_bytes: int
-    peak_rss_bytes: int
+    rss_with_both_caches_bytes: int  # after the cached follow-up: the draft's keys and the full prefix held
+    peak_rss_bytes: int  # sampled during this length's runs
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -84,12 +85,39 @@ def _fill_in_background(engine: Engine, session: DocumentSession, settings: RunS
     return thread
 
 
-def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+class _PeakRss:
+    """The process's largest resident memory while the block runs, sampled on a thread."""
+
+    INTERVAL_S = 0.1
+
+    def __init__(self):
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="bench-rss", daemon=True)
+
+    def _sample(self) -> None:
+        process = psutil.Process()
+        while not self._stop.is_set():
+            self.peak = max(self.peak, process.memory_info().rss)
+            self._stop.wait(self.INTERVAL_S)
+
+    def __enter__(self) -> _PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _session_paths(engine: Engine, text: str, n_tokens: int, settings: RunSettings,
                    cancel: CancelToken) -> Iterator[EngineEvent | SessionBenchRow]:
+    with _PeakRss() as peak:
+        yield from _measured_paths(engine, text, n_tokens, settings, cancel, peak)
+
+
+def _measured_paths(engine: Engine, text: str, n_tokens: int, settings: RunSettings, cancel: CancelToken,
+                    peak: _PeakRss) -> Iterator[EngineEvent | SessionBenchRow]:
     answers = _Answers(engine, settings, cancel)
     session = DocumentSession(text)
     engine.forget(session, saved=True)  # nothing from an earlier run may serve this one
@@ -104,15 +132,16 @@ def _session_paths(engine: Engine, text: str, n_tokens: int, settings: RunSettin
     fill.join()
     yield from answers.ask(session, FOLLOW_UP, "spec", "spec_cached_draft")
     alone = answers.last
-    draft_cache_bytes = engine.draft_caches.total_bytes()  # this document's keys, before forget drops them
+    draft_cache_bytes = engine.draft_caches.total_bytes()
 
-    engine.forget(session, saved=True)  # the fill's partial prefix (and the draft's keys) go
+    engine.forget(session, saved=True, draft=False)  # the fill's partial prefix goes, the draft's keys stay
     t_saved = time.perf_counter()
     yield from answers.ask(session, BENCH_QUESTION, "baseline", "cold_full")
     cold_full = answers.last
     state_save_s = time.perf_counter() - t_saved - _run_seconds(cold_full)
     yield from answers.ask(session, FOLLOW_UP, "baseline", "cached_full")
     cached = answers.last
+    rss_with_both_caches = psutil.Process().memory_info().rss
 
     reopened = DocumentSession(text)  # as after a restart: nothing in memory, the state on disk
     engine.forget(reopened)
@@ -126,7 +155,8 @@ def _session_paths(engine: Engine, text: str, n_tokens: int, settings: RunSettin
         background_slowdown=during_fill.ttft_s / alone.ttft_s - 1 if alone.ttft_s > 0 else 0.0,
         cached_full_ttft_s=cached.ttft_s, saved_state_ttft_s=saved.ttft_s, state_save_s=max(state_save_s, 0.0),
         draft_cache_bytes=draft_cache_bytes,
-        state_file_bytes=sum(e.state_bytes for e in entries), peak_rss_bytes=_peak_rss_bytes())
+        state_file_bytes=sum(e.state_bytes for e in entries), rss_with_both_caches_bytes=rss_with_both_caches,
+        peak_rss_bytes=max(peak.peak, rss_with_both_caches))  # the sampler may have missed this moment
 
 
 def _run_seconds(result: RunResult) -> float:

@@ -29,13 +29,19 @@ _BACKEND_READY = False
 _GENERATIONS = itertools.count(1)
 
 
+# What llama.cpp logs as errors when a decode is aborted on purpose (Cancel, or a request taking
+# the target from a background fill): compute status 1 is GGML_STATUS_ABORTED, decode code 2 "aborted".
+_ABORT_LINES = ("failed with error 1", "compute status: 1", "failed to decode, ret = 2")
+
+
 @L.llama_log_callback
 def _log_to_python(level, text, _user_data):
     # llama.cpp is chatty; its errors (e.g. rejected positions) reach our log, the rest stays at debug.
     if level in (_GGML_LOG_WARN, _GGML_LOG_ERROR):
         message = text.decode("utf-8", "replace").rstrip()
         if message:
-            log.log(logging.WARNING if level == _GGML_LOG_ERROR else logging.DEBUG, "llama.cpp: %s", message)
+            error = level == _GGML_LOG_ERROR and not message.endswith(_ABORT_LINES)
+            log.log(logging.WARNING if error else logging.DEBUG, "llama.cpp: %s", message)
 
 
 def ensure_backend() -> None:

@@ -377,15 +377,16 @@ class Engine:
                 yield from self._run(run, session.text, question, settings, cancel, session)
             session.answered += 1
 
-    def forget(self, session: DocumentSession, saved: bool = False) -> None:
-        """Drop what the engine keeps for the session's document: its full prefix in the target,
-        the draft's keys, a background fill's progress; with `saved`, its saved states on disk too."""
+    def forget(self, session: DocumentSession, saved: bool = False, draft: bool = True) -> None:
+        """Drop what the engine keeps for the session's document: its full prefix in the target and
+        a background fill's progress; the draft's keys unless `draft` is False; with `saved`, its
+        saved states on disk too."""
         with self._exclusive():
             if self._prefix_rt is not None and session.filled_tokens:
                 self._prefix_rt.context.clear()  # its memory is reused by the next document
             session.forget_prefix()
             session.last_prefix = None
-            if self.draft_caches is not None:
+            if draft and self.draft_caches is not None:
                 self.draft_caches.drop(session.document_sha256)
             if saved and self.state_store is not None:
                 self.state_store.clear(session.document_sha256)

@@ -15,6 +15,7 @@ from desktop.app import load_real_document, load_real_engine
 from desktop.main_window import MainWindow
 from desktop.run_pane import NOT_YET
 from desktop.settings_store import RunPreferences, SettingsStore
+from engine.api import ModelSettings
 
 pytestmark = pytest.mark.real_models
 QUESTION = "Where is the zlib documentation (man pages, etc.)? Name the file."
@@ -25,7 +26,9 @@ LONG_WAIT_MS = 600_000
 @pytest.fixture
 def real_window(real_models_ready, qtbot, tmp_path):
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    SettingsStore(settings).save_run_preferences(RunPreferences(min_tokens=0, max_new_tokens=32))
+    store = SettingsStore(settings)
+    store.save_run_preferences(RunPreferences(min_tokens=0, max_new_tokens=32))
+    store.save_model_settings(ModelSettings(state_cache_gb=0))  # the user's saved states stay untouched
     window = MainWindow(load_real_engine, loader=load_real_document, settings=settings)
     qtbot.addWidget(window)
     window.resize(1400, 900)
@@ -60,6 +63,17 @@ def test_compare_in_the_window_on_the_real_models(real_window, qtbot, short_doc)
     highlighted = window.kept_view.highlighted_ranges()
     assert highlighted
     assert visible_chars(text, highlighted) == visible_chars(text, window.kept_view.kept_ranges())
+
+    # A follow-up compare: the full document from the cache against SpecPrefill with the cached draft.
+    first_answer = window.baseline_pane.answer.toPlainText()
+    window.controls.compare_button.click()
+    qtbot.waitUntil(lambda: not window.runs.is_active, timeout=LONG_WAIT_MS)
+    assert window.baseline_pane.result.served_by == "cached_full"
+    assert window.spec_pane.result.served_by == "spec_cached_draft"
+    assert window.baseline_pane.answer.toPlainText() == first_answer  # the same question: the same answer
+    assert window.compare_caption.isVisible() and "cached full document" in window.compare_caption.text()
+    thread = window.thread_view.text()
+    assert thread.count(QUESTION) == 2 and "full document from the cache" in thread
 
 
 def visible_chars(text: str, ranges: list[tuple[int, int]]) -> set[int]:
