@@ -41,6 +41,13 @@ def wait_fill_running(qtbot, window) -> None:
     qtbot.waitUntil(lambda: window.thread.fill.status == "filling" and window.thread.fill.done > 0, timeout=3000)
 
 
+def start_slow_fill(window, qtbot, engine, batches: int, batch_s: float) -> None:
+    """A SpecPrefill answer, then a slow background fill, running."""
+    slow_fill(engine, batches=batches, batch_s=batch_s)
+    ask(window, qtbot, "spec_button")
+    wait_fill_running(qtbot, window)
+
+
 def ask(window, qtbot, button: str = "ask_button") -> None:
     getattr(window.controls, button).click()
     assert window.runs.is_active, "the question did not start"
@@ -136,9 +143,7 @@ def test_no_fill_when_the_setting_is_off(loaded_window, qtbot, engine_factory):
 def test_turning_the_setting_off_cancels_a_running_fill(loaded_window, qtbot, engine_factory):
     window = loaded_window
     engine = engine_factory.engine
-    slow_fill(engine, batches=50, batch_s=0.05)
-    ask(window, qtbot, "spec_button")
-    wait_fill_running(qtbot, window)
+    start_slow_fill(window, qtbot, engine, batches=50, batch_s=0.05)
     window.apply_settings(window.store.model_settings(), RunPreferences(background_prefill=False))
     qtbot.waitUntil(lambda: bool(engine.background_calls) and engine.background_calls[-1].status == "cancelled",
                     timeout=1000)
@@ -156,9 +161,7 @@ def test_a_full_answer_leaves_the_document_ready_without_a_fill(loaded_window, q
 
 def test_closing_the_window_cancels_the_fill_at_once(make_window, qtbot, engine_factory, long_pdf):
     window = open_and_ask(make_window(), qtbot, long_pdf, "Summarize this document")
-    slow_fill(engine_factory.engine, batches=100, batch_s=0.3)
-    ask(window, qtbot, "spec_button")
-    wait_fill_running(qtbot, window)
+    start_slow_fill(window, qtbot, engine_factory.engine, batches=100, batch_s=0.3)
     started = time.monotonic()
     window.close()
     assert time.monotonic() - started < 1.0
@@ -262,9 +265,7 @@ def test_float_settings_and_the_background_toggle_persist(qsettings, tmp_path):
 def test_other_engine_jobs_cancel_the_fill_and_wait_for_it(loaded_window, qtbot, engine_factory):
     window = loaded_window
     engine = engine_factory.engine
-    slow_fill(engine, batches=100, batch_s=0.2)
-    ask(window, qtbot, "spec_button")
-    wait_fill_running(qtbot, window)
+    start_slow_fill(window, qtbot, engine, batches=100, batch_s=0.2)
     seen = []
     window.host.submit("probe", lambda eng, ctx: seen.append(eng._background_idle.is_set()))
     qtbot.waitUntil(lambda: bool(seen), timeout=2000)
