@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -187,7 +187,7 @@ class DraftScorer:
                     cache.crop(split - cache.get_seq_length())
                     prefix.cache = cache
             yield len(tokens), len(tokens)  # the look-ahead covered the last prompt token
-            return ScoreResult(result.importance, result.lookahead_tokens, result.steps, reused_prefix=reused)
+            return replace(result, reused_prefix=reused)
 
     def _prefill_chunk(self, chunk: list[int], start: int, cache: DynamicCache) -> None:
         # The body only: the LM head is not needed for prompt tokens.

@@ -529,8 +529,7 @@ class Engine:
         runtime, start, served_by = self.runtime, 0, ""
         if session is not None:
             runtime = self._prefix_runtime()
-            key, prefix = self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start]
-            session.note_prefix(key, prefix)
+            key, prefix = self._session_prefix(session, request)
             start = self._held_prefix(session, key, prefix, runtime)
             served_by = "cached_full" if start and start == len(prefix) else "cold_full"
             if 0 < start < len(prefix):
@@ -557,6 +556,13 @@ class Engine:
     def _prefix_key(self, session: DocumentSession, settings: RunSettings) -> PrefixKey:
         info = self.info
         return session.key(info.target_path, info.draft_path, settings.system_prompt, info.n_ctx)
+
+    def _session_prefix(self, session: DocumentSession, request: _Request) -> tuple[PrefixKey, np.ndarray]:
+        """The request's document prefix and its key, noted in the session (what a background fill fills)."""
+        prompt = request.prompt
+        key, prefix = self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start]
+        session.note_prefix(key, prefix)
+        return key, prefix
 
     @staticmethod
     def _held_prefix(session: DocumentSession, key: PrefixKey, prefix: np.ndarray, runtime: TargetRuntime) -> int:
@@ -609,7 +615,8 @@ class Engine:
             return
         positions_mode = self.resolve_positions(settings.positions)
         self._require_draft_memory(prompt.n_tokens)
-        draft_prefix = self._draft_prefix(session, request) if session is not None else None
+        key, prefix = self._session_prefix(session, request) if session is not None else (None, None)
+        draft_prefix = self._draft_prefix(key, prefix, settings.draft_window) if session is not None else None
 
         t_draft = time.perf_counter()
         reused = draft_prefix is not None and draft_prefix.cache is not None
@@ -621,7 +628,7 @@ class Engine:
                 settings.draft_window, draft_prefix))
         draft_s = time.perf_counter() - t_draft
         if draft_prefix is not None:
-            problem = self._keep_draft_prefix(session, request, draft_prefix)
+            problem = self._keep_draft_prefix(key, draft_prefix)
             if problem:
                 yield Notice(run, problem)
 
@@ -649,19 +656,15 @@ class Engine:
             draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), draft_window=settings.draft_window,
             served_by=_spec_served_by(session, score.reused_prefix), **result))
 
-    def _draft_prefix(self, session: DocumentSession, request: _Request) -> DraftPrefix | None:
-        """The draft's kept keys for the document (empty the first time), and the prefix noted for
-        a background fill; None when the draft cache is off."""
-        prompt = request.prompt
-        key, prefix = self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start]
-        session.note_prefix(key, prefix)
+    def _draft_prefix(self, key: PrefixKey, prefix: np.ndarray, window: int) -> DraftPrefix | None:
+        """The draft's kept keys for the document (empty the first time); None when the draft cache is off."""
         if self.draft_caches is None:
             return None
-        return self.draft_caches.prefix_for(key, prefix, request.settings.draft_window)
+        return self.draft_caches.prefix_for(key, prefix, window)
 
-    def _keep_draft_prefix(self, session: DocumentSession, request: _Request, draft_prefix: DraftPrefix) -> str:
+    def _keep_draft_prefix(self, key: PrefixKey, draft_prefix: DraftPrefix) -> str:
         """Keep the draft's keys for the next question; why not ("" when kept, or nothing to keep)."""
-        if self.draft_caches.keep(self._prefix_key(session, request.settings), draft_prefix):
+        if self.draft_caches.keep(key, draft_prefix):
             return ""
         if draft_prefix.cache is None:
             return ""

@@ -140,11 +140,6 @@ class DocumentSession:
         n = len(held.tokens)
         return n if n <= len(prefix) and np.array_equal(held.tokens, prefix[:n]) else 0
 
-    def reusable_prefix(self, key: PrefixKey, prefix: np.ndarray, context: LlamaContext) -> int:
-        """Length of the prefix `context` holds for this prompt when it holds all of it, else 0."""
-        held = self.held_tokens(key, prefix, context)
-        return held if held and held == len(prefix) and self._held.complete else 0
-
     def remember_prefix(self, key: PrefixKey, tokens: np.ndarray, context: LlamaContext,
                         complete: bool = True) -> None:
         """`context` now holds these tokens at its current generation: all of the prefix, or (not
