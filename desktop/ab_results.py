@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import run_label
+from engine.api import run_label, run_notes
 from engine.api import write_text_atomic
 from engine.api import (MISSING, GroupSummary, RunRecord, RunSummary, Summary, format_accuracy, format_count,
                         format_percent, format_ratio, format_seconds, write_csv)
@@ -50,8 +50,9 @@ def correct_mark(correct: bool | None) -> str:
 
 
 def ttft_text(record: RunRecord) -> str:
-    """The TTFT with what sets it apart: served from a cache (never comparable with cold ones), bypassed."""
-    notes = [note for note in (record.cached_note, "bypassed" if record.result.bypassed else "") if note]
+    """The TTFT with what sets it apart: served from a cache (never comparable with cold ones), a
+    document cut or selected to fit the window, bypassed."""
+    notes = run_notes(record.result)
     return format_seconds(record.result.ttft_s) + (f" ({', '.join(notes)})" if notes else "")
 
 

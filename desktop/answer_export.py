@@ -5,16 +5,19 @@ from __future__ import annotations
 import re
 
 from engine.api import RunResult, format_count, format_percent_short, format_seconds
+from desktop.run_fit import with_fit
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]+")
 NAME_WORDS = 6  # enough of the question to tell saved answers apart
 
 
 def run_facts(result: RunResult) -> str:
-    """TTFT, prefill tokens, kept share and positions, on one line."""
+    """TTFT, prefill tokens, kept share and positions, on one line; and how much of a document
+    longer than the window the run saw, so a saved answer keeps that caveat."""
     kept = "100% (bypassed)" if result.bypassed else format_percent_short(result.kept_fraction)
-    return (f"TTFT {format_seconds(result.ttft_s)} · prefill {format_count(result.prefill_tokens)} of "
-            f"{format_count(result.prompt_tokens)} tokens · kept {kept} · positions {result.positions}")
+    return with_fit(f"TTFT {format_seconds(result.ttft_s)} · prefill {format_count(result.prefill_tokens)} of "
+                    f"{format_count(result.prompt_tokens)} tokens · kept {kept} · positions {result.positions}",
+                    result)
 
 
 def answer_markdown(title: str, question: str, document: str, result: RunResult) -> str:

@@ -1,4 +1,5 @@
-"""What was loaded: name, pages or files, characters, tokens, predicted TTFTs, bypass, warnings, progress."""
+"""What was loaded: name, pages or files, characters, tokens (and how they sit in the target's window),
+predicted TTFTs, bypass, warnings, progress."""
 
 from __future__ import annotations
 
@@ -23,13 +24,31 @@ def describe_parts(document: Document) -> str:
     return f"{format_count(n)} {noun}{'' if n == 1 else 's'}"
 
 
+def tokens_text(count: int, prediction: Prediction | None) -> str:
+    """"8,000 tokens", and for a document longer than the window what each run makes of it."""
+    text = f"{format_count(count)} tokens"
+    if prediction is None or prediction.fit.fits:
+        return text
+    return f"{text} · {over_window_text(prediction.fit, prediction.keep)}"
+
+
+def over_window_text(fit, keep: float) -> str:
+    """"1.9× the 32,768-token window · SpecPrefill keeps 20% (fits by selection); a full prefill
+    would see only the first 52%": what the user trades before choosing a run."""
+    return (f"{fit.windows:.1f}× the {format_count(fit.n_ctx)}-token window · "
+            f"SpecPrefill keeps {format_percent_short(fit.spec_keep(keep))} (fits by selection); "
+            f"a full prefill would see only the first {format_percent_short(fit.keep_to_fit())}")
+
+
 def prediction_text(estimate: dict | None) -> str:
     """One line from Engine.estimate's figures: both TTFTs, SpecPrefill's two parts, the speed-up."""
     if estimate is None:
         return NOT_CALIBRATED
+    # For a document longer than the window the full prefill's time is that of its cut prompt.
+    cut = "" if estimate.get("fits", True) else " (cut to fit)"
     return (
         f"Predicted TTFT at keep {format_percent_short(estimate['keep'])}: "
-        f"full prefill {format_seconds(estimate['baseline_ttft_s'])} → "
+        f"full prefill{cut} {format_seconds(estimate['baseline_ttft_s'])} → "
         f"SpecPrefill {format_seconds(estimate['spec_ttft_s'])} "
         f"(draft {format_seconds(estimate['draft_s'])} + prefill {format_seconds(estimate['target_prefill_s'])}) · "
         f"speed-up {estimate['speedup']:.2f}×"
@@ -69,6 +88,7 @@ class DocumentInfoBar(QWidget):
         self.progress_label.hide()
         self._characters = ""
         self._tokens = ""
+        self._token_count: int | None = None  # the document's, once counted
 
         top = QHBoxLayout()
         top.addWidget(self.title)
@@ -86,6 +106,7 @@ class DocumentInfoBar(QWidget):
     def show_loading(self, path: str) -> None:
         self.title.setText(f"Loading {path}…")
         self.details.setText("")
+        self._token_count = None  # the previous document's: no longer shown
         self.show_prediction(None)
         self.warnings.hide()
         self.progress.setRange(0, 0)
@@ -112,17 +133,20 @@ class DocumentInfoBar(QWidget):
         self.title.setText(document.path.name or str(document.path))
         self.title.setToolTip(str(document.path))
         self._characters = f"{describe_parts(document)} · {format_count(len(document.text))} characters"
+        self._token_count = None
         self._tokens = "tokens: counted once the models are loaded"
         self._refresh_details()
         self.show_prediction(None)
         self._show_warnings(document.warnings)
 
     def show_token_count(self, tokens: int) -> None:
-        self._tokens = f"{format_count(tokens)} tokens"
-        self._refresh_details()
+        self._token_count = tokens
+        self._show_tokens(None)
 
     def show_prediction(self, prediction: Prediction | None) -> None:
-        """The predicted TTFTs and the bypass decision; None (no count or no engine) clears them."""
+        """The predicted TTFTs, the bypass decision and the window fit; None (no count or no engine)
+        clears them."""
+        self._show_tokens(prediction)
         if prediction is None:
             self.prediction.setText("")
             self.bypass.setText("")
@@ -132,7 +156,16 @@ class DocumentInfoBar(QWidget):
         self.bypass.setStyleSheet(text_css(self.bypass, BYPASSED_COLOR if prediction.bypass_reason else RUNS_COLOR))
 
     def show_counting(self) -> None:
+        self._token_count = None
         self._tokens = "counting tokens…"
+        self._refresh_details()
+
+    def _show_tokens(self, prediction: Prediction | None) -> None:
+        """The count, with the window's figures when a prediction has them (the window is the
+        loaded engine's: without one, the count alone)."""
+        if self._token_count is None:
+            return
+        self._tokens = tokens_text(self._token_count, prediction)
         self._refresh_details()
 
     def _refresh_details(self) -> None:

@@ -46,6 +46,8 @@ class EngineLike(Protocol):
     def count_tokens(self, text: str) -> int: ...
     def estimate(self, n_tokens: int, settings: RunSettings) -> dict | None: ...
     def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str: ...
+    # the prompt against the target's window (engine WindowFit: fits, windows, keep_to_fit, spec_keep)
+    def window_fit(self, n_tokens: int, settings: RunSettings) -> Any: ...
     def stream(self, *, document, question, mode, settings, cancel): ...
     # a document's session (engine.api.DocumentSession): follow-ups reuse its caches
     def ask(self, session, question, mode, settings, cancel): ...
@@ -86,6 +88,10 @@ class Prediction:
 
     estimate: dict | None  # Engine.estimate's figures; None when this machine is not calibrated
     bypass_reason: str  # "" when SpecPrefill runs
+    # Engine.window_fit's WindowFit: whether the prompt fits the target's window, and what keeps it
+    # there; arithmetic only, so it is there with or without a calibration
+    fit: Any
+    keep: float  # the keep the user asked for (the fit may lower SpecPrefill's: fit.spec_keep)
 
 
 class EngineHost(QObject):
@@ -200,7 +206,8 @@ class EngineHost(QObject):
         engine = self._engine
         if engine is None:
             return None
-        return Prediction(engine.estimate(n_tokens, settings), engine.bypass_reason(n_tokens, settings))
+        return Prediction(engine.estimate(n_tokens, settings), engine.bypass_reason(n_tokens, settings),
+                          engine.window_fit(n_tokens, settings), settings.keep)
 
     def shutdown(self) -> None:
         """Cancel the load and every job, wait until the engine thread has finished, then free the engine.

@@ -21,7 +21,8 @@ REMEDIES: tuple[tuple[type[Exception], str], ...] = (
     (PasswordError, "open the file again to enter its password"),
     (PositionsUnsupportedError, "choose renumber or auto in Positions"),
     (NotCalibratedError, "calibrate this machine once: Models ▸ Calibrate This Machine…, or specprefill calibrate"),
-    (ContextOverflowError, "turn on Settings ▸ Long documents to cut the document's end instead"),
+    (ContextOverflowError, "run SpecPrefill, which fits a long document by selection, or turn on "
+                           "Settings ▸ Long documents to cut its end"),
     (SettingsError, "check Settings"),
 )
 

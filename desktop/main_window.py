@@ -43,7 +43,7 @@ from desktop.doc_threads import ANSWERED, CANCELLED as EXCHANGE_CANCELLED, FAILE
 from desktop.doc_threads import DocumentThread, Exchange, ThreadBook
 from desktop.document_paths import OPEN_FILE_FILTER, dropped_paths
 from desktop.document_session import DocumentLoader, DocumentSession
-from desktop.engine_host import EngineFactory, EngineHost, LoadPreparation
+from desktop.engine_host import EngineFactory, EngineHost, LoadPreparation, Prediction
 from desktop.engine_status import EngineStatus
 from desktop.error_banner import BannerAction, ErrorBanner, failure_text
 from desktop.job_session import CANCELLED, FAILED, FINISHED
@@ -52,7 +52,7 @@ from desktop.load_dialog import JobProgressDialog, ModelLoadDialog
 from desktop.question_bar import QuestionBar
 from desktop.recent_menu import RecentMenu
 from desktop.run_controls import RunControls
-from desktop.run_pane import RunPane
+from desktop.run_pane import RunPane, stage_predictions
 from desktop.run_session import RunRequest, RunSession
 from desktop.settings_dialog import SettingsDialog
 from desktop.settings_store import RunPreferences, SettingsStore
@@ -120,6 +120,7 @@ class MainWindow(QMainWindow):
         self._load_dialog: ModelLoadDialog | None = None
         self._calibration_dialog: JobProgressDialog | None = None
         self._pane_context: dict[str, tuple[Document, str]] = {}
+        self._run_prediction: Prediction | None = None  # the cost model's, for the current run's ETAs
         self._remember_layout = False  # on once restore_layout ran: screenshots and tests leave QSettings alone
 
         self._create_widgets()
@@ -493,10 +494,13 @@ class MainWindow(QMainWindow):
     def _run_settings(self) -> RunSettings:
         return self.store.run_preferences().run_settings(self.controls.keep_fraction, self.controls.position_mode)
 
-    def _refresh_prediction(self) -> None:
+    def _predict(self, settings: RunSettings) -> Prediction | None:
+        """The prediction for the open document with `settings`; None before its tokens are counted."""
         tokens = self.documents.tokens
-        prediction = self.host.predict(tokens, self._run_settings()) if tokens is not None else None
-        self.doc_info.show_prediction(prediction)
+        return self.host.predict(tokens, settings) if tokens is not None else None
+
+    def _refresh_prediction(self) -> None:
+        self.doc_info.show_prediction(self._predict(self._run_settings()))
 
     def _dialog_dir(self) -> str:
         recent = self.store.recent_files()
@@ -634,6 +638,8 @@ class MainWindow(QMainWindow):
     def _on_run_started(self, request: RunRequest) -> None:
         self.banner.dismiss()
         self._begun_runs = set()
+        # Taken once, at the start: mode "auto" begins its pane at the run's first event.
+        self._run_prediction = self._predict(request.settings)
         for index, run in enumerate(request.runs):
             self._begin_pane(request, run, waiting_for="full prefill" if index > 0 else None)
         thread = self.thread
@@ -647,10 +653,18 @@ class MainWindow(QMainWindow):
         """Clear `run`'s pane for this request: at the start, or (mode "auto") at the run's first event."""
         self._begun_runs.add(run)
         self.panes[run].begin(request.settings.max_new_tokens, waiting_for=waiting_for, question=request.question,
-                              document_name=Path(request.document.path).name)
+                              document_name=Path(request.document.path).name,
+                              stage_seconds=self._stage_seconds(run))
         self._pane_context[run] = (request.document, request.question)
         if run == "spec":
             self.kept_view.clear_selection()  # the old selection does not describe this run
+
+    def _stage_seconds(self, run: str) -> dict[str, float] | None:
+        """The cost model's time for `run`'s long stages, so its pane can say about how long is left."""
+        prediction = self._run_prediction
+        if prediction is None:
+            return None
+        return stage_predictions(run, prediction.estimate, bypassed=bool(prediction.bypass_reason))
 
     def _on_run_event(self, event: object) -> None:
         run = getattr(event, "run", None)

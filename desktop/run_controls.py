@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
 
-from engine.api import RunSettings, option_of
+from engine.api import GAPPED_POSITIONS, RunSettings, option_of
 
 KEEP_MIN, KEEP_MAX = 5, 90  # percent: the slider's span, inside the schema's (0, 1]
 KEEP_DEFAULT = round(RunSettings.keep * 100)  # a dataclass keeps each field's default as a class attribute
@@ -102,12 +102,15 @@ class RunControls(QWidget):
             self.positions.setCurrentIndex(index)
 
     def set_restore_supported(self, supported: bool) -> None:
-        """Grey out "restore" where the runtime cannot place tokens at gapped positions."""
-        index = self.positions.findData("restore")
-        item = self._model().item(index)
-        item.setEnabled(supported)
-        if not supported and self.positions.currentIndex() == index:
-            self.positions.setCurrentIndex(self.positions.findData("auto"))
+        """Grey out "restore" and "compress" where the runtime cannot place tokens at gapped
+        positions; a greyed-out choice that was selected falls back to auto."""
+        for mode in GAPPED_POSITIONS:  # placements some llama.cpp builds reject
+            index = self.positions.findData(mode)
+            if index < 0:  # not among the schema's choices
+                continue
+            self._model().item(index).setEnabled(supported)
+            if not supported and self.positions.currentIndex() == index:
+                self.positions.setCurrentIndex(self.positions.findData("auto"))
 
     def set_state(self, *, can_run: bool, cancellable: bool, reason: str = "") -> None:
         for button in self.run_buttons:

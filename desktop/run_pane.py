@@ -1,5 +1,11 @@
 """One run's live view ("Full prefill" or "SpecPrefill"): stage, progress, TTFT, stats, answer.
 
+A run on a document longer than the target's window says how much of it the target saw
+(a truncated full prefill, or SpecPrefill's selection), right under its TTFT.
+
+With a calibrated machine, the draft and prefill stages show about how long they have left
+("about 3m20s left"), from the cost model's time for the stage and the share of tokens still to go.
+
 The answer streams as plain text; once the run finishes it renders as Markdown, unless the
 pane's Markdown toggle is off. Copy puts the answer's text on the clipboard; Save writes it,
 with the question and the run's facts, to a Markdown file.
@@ -19,8 +25,10 @@ from PySide6.QtWidgets import (QFileDialog, QFormLayout, QFrame, QHBoxLayout, QL
 
 from engine.api import (SERVED_BY_LABELS, Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged,
                         TokenGenerated)
-from engine.api import format_count, format_percent_short, format_rate, format_seconds, write_text_atomic
+from engine.api import (fit_note, format_count, format_duration, format_percent_short, format_rate,
+                        format_seconds, write_text_atomic)
 from desktop.answer_export import answer_markdown, suggested_file_name
+from desktop.theme import text_css
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +40,49 @@ STAGE_TEXT = {
     "generating": "Generating",
     "done": "Done",
 }
-POSITION_TEXT = {"restore": "restore (original positions)", "renumber": "renumber (packed)", "contiguous": "contiguous"}
+POSITION_TEXT = {"restore": "restore (original positions)", "renumber": "renumber (packed)",
+                 "compress": "compress (gaps shrunk to fit)", "contiguous": "contiguous"}
 NOT_YET = "—"
 TTFT_CAPTION = "time to first token"
 TTFT_PROVISIONAL = "time to first token (as measured here; the engine's figure follows)"
 MARKDOWN_FILTER = "Markdown (*.md);;All files (*)"
+FIT_COLOR = "#8a5300"  # the document line's colour for a bypass: this too is a run that saw less
 
 
 def ttft_caption(result: RunResult) -> str:
     """"time to first token · full document from the cache": how a session's answer was served."""
     served = SERVED_BY_LABELS.get(result.served_by, result.served_by)
     return f"{TTFT_CAPTION} · {served}" if served else TTFT_CAPTION
+
+
+def eta_seconds(predicted_s: float | None, done: int, total: int) -> float | None:
+    """Seconds left of a stage the cost model predicts `predicted_s` for, `done` of `total` tokens in;
+    None without a prediction or a total.
+
+    Progress counts tokens, so the prediction is shared out linearly over them: attention makes
+    the last tokens a little dearer than the first, so it errs a little short near the end, but it
+    needs no more than the estimate the document line already shows.
+    """
+    if predicted_s is None or total <= 0:
+        return None
+    left = 1.0 - min(max(done, 0), total) / total
+    return max(predicted_s, 0.0) * left
+
+
+def eta_text(seconds: float) -> str:
+    return f"about {format_duration(seconds)} left"
+
+
+def stage_predictions(run: str, estimate: dict | None, bypassed: bool = False) -> dict[str, float] | None:
+    """The cost model's seconds for `run`'s long stages, by stage name; None when not calibrated.
+
+    A bypassed SpecPrefill run is a full prefill, so it gets the full prefill's time.
+    """
+    if estimate is None:
+        return None
+    if run == "spec" and not bypassed:
+        return {"draft": estimate["draft_s"], "prefill": estimate["target_prefill_s"]}
+    return {"prefill": estimate["baseline_ttft_s"]}
 
 
 def ask_save_path(parent: QWidget, suggested: str) -> str | None:
@@ -63,6 +103,7 @@ class RunPane(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self._result: RunResult | None = None
         self._stage_started: float | None = None
+        self._stage_seconds: dict[str, float] = {}  # the cost model's time for each long stage of this run
         self._max_new_tokens = 0
         self._generated = 0
         self._answer_text = ""  # the answer as generated (Markdown source), whatever the view shows
@@ -75,6 +116,10 @@ class RunPane(QFrame):
         self.progress = QProgressBar()
         self.progress.setTextVisible(False)
         self.progress.setMaximumHeight(10)
+        self.eta = QLabel("")
+        self.eta.setObjectName("eta")
+        self.eta.setStyleSheet("color: palette(mid);")
+        self.eta.hide()
         self.ttft = QLabel(NOT_YET)
         self.ttft.setObjectName("ttft")
         big = QFont(self.font())
@@ -83,6 +128,10 @@ class RunPane(QFrame):
         self.ttft.setFont(big)
         self.ttft_caption = QLabel(TTFT_CAPTION)
         self.ttft_caption.setStyleSheet("color: palette(mid);")
+        self.fit = QLabel("")
+        self.fit.setObjectName("fit")
+        self.fit.setStyleSheet(text_css(self.fit, FIT_COLOR) + " font-weight: bold;")
+        self.fit.hide()
         self.prefilled = QLabel(NOT_YET)
         self.decode = QLabel(NOT_YET)
         self.kept = QLabel(NOT_YET)
@@ -130,8 +179,10 @@ class RunPane(QFrame):
         layout.addLayout(self._title_row())
         layout.addWidget(self.status)
         layout.addWidget(self.progress)
+        layout.addWidget(self.eta)
         layout.addWidget(self.ttft)
         layout.addWidget(self.ttft_caption)
+        layout.addWidget(self.fit)
         layout.addLayout(stats)
         layout.addWidget(self.notice)
         layout.addWidget(self.answer, 1)
@@ -148,10 +199,13 @@ class RunPane(QFrame):
     # --- lifecycle ---------------------------------------------------------------------------
 
     def begin(self, max_new_tokens: int, waiting_for: str | None = None, *, question: str = "",
-              document_name: str = "") -> None:
+              document_name: str = "", stage_seconds: dict[str, float] | None = None) -> None:
         """Clear the pane for a new run; `waiting_for` names the run this one queues behind.
-        The question and document name go into a saved answer."""
+        The question and document name go into a saved answer; `stage_seconds` (stage_predictions)
+        times the long stages for their "about … left", None: no estimate (not calibrated)."""
         self._result = None
+        self._stage_seconds = dict(stage_seconds or {})
+        self._show_eta(None)
         self._question = question
         self._document_name = document_name
         self._answer_text = ""
@@ -165,6 +219,7 @@ class RunPane(QFrame):
             label.setText(NOT_YET)
         self.ttft.setStyleSheet("")
         self.ttft_caption.setText(TTFT_CAPTION)
+        self._show_fit("")
         self.notice.clear()
         self.notice.hide()
         self.answer.clear()
@@ -173,16 +228,19 @@ class RunPane(QFrame):
     def mark_cancelling(self) -> None:
         if self._result is None:
             self.status.setText("Cancelling…")
+            self._show_eta(None)
 
     def mark_cancelled(self) -> None:
         if self._result is None:
             self.status.setText("Cancelled")
+            self._show_eta(None)
             self.progress.setRange(0, 1)
             self.progress.setValue(0)
 
     def mark_failed(self, message: str) -> None:
         if self._result is None:
             self.status.setText(f"Failed: {message}")
+            self._show_eta(None)
             self.progress.setRange(0, 1)
             self.progress.setValue(0)
 
@@ -213,6 +271,7 @@ class RunPane(QFrame):
         # The engine's detail already names the stage ("prefilling 1600 of 8000 tokens").
         text = event.detail[:1].upper() + event.detail[1:] if event.detail else None
         self.status.setText(text or f"{STAGE_TEXT.get(event.stage, event.stage.capitalize())}…")
+        self._update_eta(event.stage, 0, 1)  # a timed stage starts with all of it left; any other hides it
         if event.stage == "generating":
             self.progress.setRange(0, max(self._max_new_tokens, 1))
             self.progress.setValue(0)
@@ -227,6 +286,15 @@ class RunPane(QFrame):
         self.status.setText(f"{text} {format_count(event.done)} of {format_count(event.total)} tokens")
         self.progress.setRange(0, max(event.total, 1))
         self.progress.setValue(min(event.done, event.total))
+        self._update_eta(event.stage, event.done, event.total)
+
+    def _update_eta(self, stage: str, done: int, total: int) -> None:
+        self._show_eta(eta_seconds(self._stage_seconds.get(stage), done, total))
+
+    def _show_eta(self, seconds: float | None) -> None:
+        """"about 3m20s left" under the progress bar; hidden for None."""
+        self.eta.setText("" if seconds is None else eta_text(seconds))
+        self.eta.setVisible(seconds is not None)
 
     def _on_token(self, event: TokenGenerated) -> None:
         if self._generated == 0 and self._stage_started is not None:
@@ -260,12 +328,14 @@ class RunPane(QFrame):
 
     def _on_finished(self, result: RunResult) -> None:
         self._result = result
+        self._show_eta(None)
         self.status.setText("Done" + (f" ({result.stop_reason})" if result.stop_reason else ""))
         self.progress.setRange(0, 1)
         self.progress.setValue(1)
         self.ttft.setText(format_seconds(result.ttft_s))
         self.ttft.setStyleSheet("")
         self.ttft_caption.setText(ttft_caption(result))
+        self._show_fit(fit_note(result))
         self.prefilled.setText(f"{format_count(result.prefill_tokens)} of {format_count(result.prompt_tokens)}")
         self.decode.setText(format_rate(result.decode_tok_s))
         if result.answer:
@@ -274,6 +344,11 @@ class RunPane(QFrame):
         self._refresh_answer_buttons()
         if self.is_spec:
             self._show_spec_result(result)
+
+    def _show_fit(self, text: str) -> None:
+        """How much of a too-long document the run saw; hidden for a run that saw it all."""
+        self.fit.setText(text)
+        self.fit.setVisible(bool(text))
 
     def _show_spec_result(self, result: RunResult) -> None:
         if result.bypassed:

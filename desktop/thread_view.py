@@ -1,5 +1,6 @@
 """The current document's thread: each question with its answers, each tagged with how it was
-served (engine.api.SERVED_BY_LABELS) and its TTFT, and the one "Clear thread and caches" action."""
+served (engine.api.SERVED_BY_LABELS), its TTFT and, for a document longer than the window, how much
+of it the answer saw; and the one "Clear thread and caches" action."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTextBrowser, QV
 
 from engine.api import SERVED_BY_LABELS, RunResult, format_seconds
 from desktop.doc_threads import ANSWERED, ASKING, CANCELLED, FAILED, DocumentThread, Exchange
+from desktop.run_fit import with_fit
 
 CLEAR_TEXT = "Clear thread and caches"
 CLEAR_TIP = ("Forget this document's questions and answers, and drop its caches: the target's full "
@@ -21,9 +23,10 @@ STATE_TEXT = {ASKING: "answering…", CANCELLED: "cancelled"}
 
 
 def served_text(result: RunResult) -> str:
-    """"SpecPrefill with the cached draft · TTFT 0.40 s"; the label is the engine's own wording."""
+    """"SpecPrefill with the cached draft · TTFT 0.40 s", then "· truncated: saw 52% of the document"
+    for a document longer than the window; the label is the engine's own wording."""
     label = SERVED_BY_LABELS.get(result.served_by, result.served_by or "one-shot run")
-    return f"{label} · TTFT {format_seconds(result.ttft_s)}"
+    return with_fit(f"{label} · TTFT {format_seconds(result.ttft_s)}", result)
 
 
 def exchange_html(number: int, exchange: Exchange) -> str:

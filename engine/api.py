@@ -27,10 +27,12 @@ from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbFinished, AbPr
                             run_label, run_record, run_suite)
 from engine.eval.metrics import answer_agreement
 from engine.eval.report import quality_plot_png, render_html, ttft_plot_png, write_csv
-from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary
+from engine.eval.results import (AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary, fit_note,
+                                 run_notes)
 from engine.eval.suite import DEFAULT_KIND, Case, SuiteError, load_suite, parse_suite
 from engine.ingest import load_document
 from engine.ingest.document import Document
+from engine.pipeline.kept_positions import GAPPED as GAPPED_POSITIONS
 from engine.pipeline.session import SESSION_MODES, DocumentSession
 from engine.models.defaults import DRAFT as DEFAULT_DRAFT
 from engine.models.defaults import TARGET as DEFAULT_TARGET
@@ -54,7 +56,7 @@ __all__ = [
     "AbCaseDone", "AbReport", "CaseRecord", "GroupSummary", "RunRecord", "RunSummary", "Summary", "format_accuracy",
     "calibrate_machine",
     "BackgroundEnded", "BackgroundEvent", "BackgroundProgress", "DocumentSession", "SERVED_BY_LABELS",
-    "SESSION_MODES",
+    "SESSION_MODES", "GAPPED_POSITIONS", "fit_note", "run_notes",
     "format_bytes", "format_count", "format_percent", "format_percent_short", "format_rate", "format_ratio",
     "format_seconds",
 ]

@@ -15,6 +15,10 @@ questions in one session (engine.pipeline.session): its follow-up baselines come
 cached prefix, so accuracy over many questions per document is measured many times faster.
 Those runs' TTFTs are labelled "cached" and kept out of the mean TTFTs and speed-ups, which
 stay over cold runs only.
+
+A document longer than the target's window is cut to fit for the baseline and fit by selection
+for SpecPrefill; each such run is labelled ("truncated: saw 52% of the document") in the
+progress, the table, the CSV and the HTML report.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbEvent, AbFinis
                             parse_keeps, run_suite, settings_record)
 from engine.eval.journal import JournalHeader, append_case, default_journal_path, read_journal, start_journal
 from engine.eval.report import write_csv, write_html
-from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunSummary, cached_note, run_label
+from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunSummary, run_label, run_notes
 from engine.eval.suite import Case, load_suite
 
 JOURNAL_HELP = ("Each case is written, as it finishes, to a journal: OUT.journal.jsonl beside --report "
@@ -140,7 +144,7 @@ def print_progress(event: AbEvent) -> None:
     if isinstance(event, AbProgress):
         _say(progress_line(event))
     elif isinstance(event, AbRunDone):
-        notes = [note for note in (cached_note(event.result), "bypassed" if event.result.bypassed else "") if note]
+        notes = run_notes(event.result)
         suffix = f" ({', '.join(notes)})" if notes else ""
         _say(f"[ab]   {event.label}: TTFT {format_seconds(event.result.ttft_s)}{suffix}")
     elif isinstance(event, AbCaseDone) and event.failure:
@@ -171,6 +175,7 @@ TABLE_HEAD = ("run", "accuracy", "agreement", "mean TTFT", "speed-up", "kept", "
 CACHED_HEAD = ("cached runs", "cached mean TTFT")  # only for suites run with --reuse-cache
 CACHED_NOTE = ("document caches reused (--reuse-cache): mean TTFT and speed-up are over cold runs only; "
                "cached runs are counted and averaged apart")
+FIT_NOTE = "documents longer than the context window (the baseline saw them cut, SpecPrefill by selection):"
 
 
 def format_summary(report: AbReport) -> str:
@@ -182,6 +187,7 @@ def format_summary(report: AbReport) -> str:
     lines = [format_count(summary.overall.n_cases, "case"), *_align([head, *rows])]
     if with_cached:
         lines.append(CACHED_NOTE)
+    lines += _fit_lines(report.fit_tallies())
     lines += ["", "by kind (accuracy; agreement for kinds without answers):"]
     lines += _align([("kind", "cases", *(run_label(keep) for keep in [None, *summary.keeps])),
                      *(_kind_cells(kind, group) for kind, group in sorted(summary.by_kind.items()))])
@@ -189,6 +195,13 @@ def format_summary(report: AbReport) -> str:
         lines += ["", f"failed, left out of the figures above ({len(report.failed_cases)}):"]
         lines += [f"  {case.id}: {case.error}" for case in report.failed_cases]
     return "\n".join(lines)
+
+
+def _fit_lines(tallies: dict[str, str]) -> list[str]:
+    """Under the table: the runs whose document was longer than the window, so no figure hides a cut."""
+    if not tallies:
+        return []
+    return [FIT_NOTE, *(f"  {label}: {tally}" for label, tally in tallies.items())]
 
 
 def _summary_cells(label: str, s: RunSummary, with_cached: bool = False) -> tuple[str, ...]:

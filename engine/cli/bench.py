@@ -13,6 +13,7 @@ from engine.core.cancel import CancelToken
 from engine.core.events import RunFinished, StageChanged
 from engine.core.formatting import format_bytes, format_percent
 from engine.eval.bench import BenchRow, bench_report, bench_settings, plot_ttft, run_bench
+from engine.eval.results import fit_label
 from engine.eval.session_bench import SessionBenchRow, prefix_context_rss_bytes, run_session_bench
 from engine.ingest import load_document
 
@@ -64,7 +65,14 @@ def bench_line(r: BenchRow) -> str:
     return (f"{r.prompt_tokens:>6} tok | baseline {r.baseline_ttft_s:7.2f}s | spec {r.spec_ttft_s:7.2f}s "
             f"(draft {r.draft_s:6.2f}s + target {r.target_prefill_s:6.2f}s + other {r.overhead_s:5.2f}s) | "
             f"{r.speedup:4.2f}x | kept {format_percent(r.kept_fraction)} | {r.positions}"
-            f" | draft mem {format_bytes(r.draft_peak_mem_bytes)}")
+            f" | draft mem {format_bytes(r.draft_peak_mem_bytes)}{fit_marks(r)}")
+
+
+def fit_marks(r: BenchRow) -> str:
+    """For a length longer than the window: how each run fit it ("" when the document fit)."""
+    marks = [f"{run} {label}" for run, label in (("baseline", fit_label(r.baseline_fit, r.baseline_seen_fraction)),
+                                                 ("spec", fit_label(r.spec_fit, r.spec_seen_fraction))) if label]
+    return "".join(f" | {mark}" for mark in marks)
 
 
 def sessions_command(args: argparse.Namespace, cancel: CancelToken) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, path_arg, run_settings_from
-from engine.cli.run import print_events
+from engine.cli.run import fit_text, print_events
 from engine.core.cancel import CancelToken
 from engine.core.events import BackgroundEnded, Notice, RunResult
 from engine.ingest import load_document
@@ -120,6 +120,8 @@ def notices_to_stderr(events):
 
 
 def footer(r: RunResult) -> str:
-    """The line under an answer: how fast it came and how its prefill was served."""
+    """The line under an answer: how fast it came, how its prefill was served, and how much of a
+    document longer than the window it saw (run.py's wording)."""
+    fit = fit_text(r)
     return (f"\n   TTFT {r.ttft_s:.2f}s | served by {r.served_by} | prefilled {r.prefill_tokens}/"
-            f"{r.prompt_tokens} tokens\n")
+            f"{r.prompt_tokens} tokens{f' | {fit}' if fit else ''}\n")

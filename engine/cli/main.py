@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from engine.cli import ab, bench, cache, calibrate, chat, doctor, estimate, models, run
+from engine.cli import ab, bench, cache, calibrate, chat, doctor, estimate, models, needles, run
 from engine.cli.loading import install_ctrl_c
 from engine.cli.options import EXIT_USAGE, OneLineParser
 from engine.core.about import app_version
@@ -21,7 +21,7 @@ from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsEr
 
 EXIT_INTERNAL = 1
 EXIT_CANCELLED = 130
-VERBS = (run, chat, cache, models, doctor, bench, calibrate, estimate, ab)
+VERBS = (run, chat, cache, models, doctor, bench, calibrate, estimate, ab, needles)
 
 # The remedy each error type gets on this command line, most specific type first.
 REMEDIES: tuple[tuple[type[Exception], str], ...] = (
@@ -29,7 +29,7 @@ REMEDIES: tuple[tuple[type[Exception], str], ...] = (
     (DefaultModelsError, "re-assemble the defaults with `specprefill models --assemble`"),
     (PositionsUnsupportedError, "use --positions renumber or auto"),
     (NotCalibratedError, "run `specprefill calibrate` first"),
-    (ContextOverflowError, "--truncate cuts the document's end to fit"),
+    (ContextOverflowError, "--mode spec fits a long document by selection; --truncate cuts its end"),
 )
 
 

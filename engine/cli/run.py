@@ -11,6 +11,7 @@ from engine.cli.options import add_model_options, add_run_options, path_arg, run
 from engine.core.cancel import CancelToken
 from engine.core.events import Notice, RunFinished, RunResult, StageChanged, TokenGenerated
 from engine.core.settings import RUN_MODES
+from engine.eval.results import fit_label, seen_text
 from engine.ingest import load_document
 
 
@@ -38,7 +39,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     finally:
         engine.close()
     report = {
-        "prompt_tokens": next(iter(results.values())).prompt_tokens,
+        "prompt_tokens": whole_prompt_tokens(results),
         "runs": {name: r.to_json() for name, r in results.items()},
         "document": {"path": str(args.doc), "kind": document.kind, "chars": document.n_chars,
                      "segments": len(document.segments), "warnings": document.warnings},
@@ -51,8 +52,19 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     elif "speedup" in report:
-        print(f"TTFT speed-up: {report['speedup']:.2f}x", file=sys.stderr)
+        print(f"TTFT speed-up: {report['speedup']:.2f}x{against(results['baseline'])}", file=sys.stderr)
     return 0
+
+
+def whole_prompt_tokens(results: dict[str, RunResult]) -> int:
+    """The prompt's tokens before any cut: a truncated baseline counts only what was left of it."""
+    return max(r.prompt_tokens for r in results.values())
+
+
+def against(baseline: RunResult) -> str:
+    """The speed-up's caveat when the baseline did not see the whole document."""
+    note = fit_label(baseline.fit, baseline.seen_fraction)
+    return f" (against a baseline that was {note})" if note else ""
 
 
 def print_events(events, quiet: bool) -> dict[str, RunResult]:
@@ -82,6 +94,15 @@ def summary_line(r: RunResult) -> str:
                  f" | kept {r.kept_fraction:.1%} | positions {r.positions}")
         if r.bypassed:
             line += f" | BYPASSED: {r.bypass_reason} (use --force to run SpecPrefill anyway)"
+    fit = fit_text(r)
+    return f"{line} | {fit}" if fit else line
+
+
+def fit_text(r: RunResult) -> str:
+    """How much of a document longer than the window the run saw; "" when it fit.
+
+    "TRUNCATED: 1200 document tokens cut, saw 52% of 2,512 document tokens" (a cut full prefill),
+    "fit by selection: saw 18% of 212,400 document tokens" (SpecPrefill)."""
     if r.truncated_tokens:
-        line += f" | TRUNCATED: {r.truncated_tokens} document tokens cut"
-    return line
+        return f"TRUNCATED: {r.truncated_tokens} document tokens cut, {seen_text(r.seen_fraction, r.document_tokens)}"
+    return fit_label(r.fit, r.seen_fraction, r.document_tokens)

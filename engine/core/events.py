@@ -95,6 +95,10 @@ class RunResult:
     truncated_chars: int = 0
     # How a session run's prefill was served (engine.pipeline.session.ServedBy); "" for one-shot runs
     served_by: str = ""
+    document_tokens: int = 0  # the whole document's tokens, cut or not
+    # fits | selected (too long, SpecPrefill's selection made it fit) | truncated (too long, cut to fit)
+    fit: str = "fits"
+    seen_fraction: float = 1.0  # the share of the document's tokens the target saw
 
     SPEC_ONLY = ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason",
                  "draft_peak_mem_bytes", "draft_window")

@@ -17,7 +17,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from engine.core.errors import SettingsError
 
-PositionMode = Literal["auto", "restore", "renumber"]
+PositionMode = Literal["auto", "restore", "renumber", "compress"]
 RunMode = Literal["baseline", "spec", "both"]
 Device = Literal["auto", "cuda", "mps", "cpu"]
 DraftQuant = Literal["none", "int8"]
@@ -169,8 +169,9 @@ class RunSettings:
                           help="fraction of the prompt's chunks SpecPrefill keeps")
     positions: PositionMode = setting(
         "auto", choices=get_args(PositionMode),
-        help="where kept tokens go: restore their original positions, renumber them 0..n, "
-             "or auto (restore when the runtime supports it)")
+        help="where kept tokens go: restore their original positions, renumber them 0..n, compress the "
+             "gaps between them to fit the window, or auto (restore when the runtime supports it; for a "
+             "document longer than the window, the long-document default)")
     min_tokens: int | None = setting(
         None, minimum=0, maximum=1 << 24, label="SpecPrefill threshold",
         none_means=f"the calibrated prediction, else {DEFAULT_MIN_TOKENS}",
@@ -190,7 +191,8 @@ class RunSettings:
         help="tokens each prompt token attends back to in the draft's prefill (0 = full attention)")
     truncate: bool = setting(
         False, label="Long documents",
-        help="cut the end of a document too long for the context window (and say how much) instead of refusing")
+        help="a full prefill alone cuts the end of a document too long for the context window (and says how "
+             "much) instead of refusing; SpecPrefill fits it by selection, and a compare always cuts it")
     background_prefill: bool = setting(
         True, label="Background full prefill",
         help="in a session (chat, the app), after a SpecPrefill answer prefill the whole document into the "

@@ -10,6 +10,7 @@ from collections.abc import Callable, Generator
 from typing import TypeVar
 
 R = TypeVar("R")
+T = TypeVar("T")
 Steps = Generator[tuple[int, int], None, R]
 
 
@@ -24,6 +25,17 @@ def run_to_end(steps: Steps[R], on_step: StepFn | None = None) -> R:
             return stop.value
         if on_step is not None:
             on_step(done, total)
+
+
+def map_steps(steps: Steps[R], each: Callable[[int, int], T]) -> Generator[T, None, R]:
+    """Yields each(done, total) for every step of `steps` (an event, or progress through a larger
+    whole); returns their result."""
+    while True:
+        try:
+            done, total = next(steps)
+        except StopIteration as stop:
+            return stop.value
+        yield each(done, total)
 
 
 def chunk_ranges(start: int, end: int, size: int, split: int = 0) -> list[tuple[int, int]]:

@@ -104,6 +104,7 @@ class ScoreResult:
     lookahead_tokens: list[int]  # greedy tokens the draft produced
     steps: int  # look-ahead steps actually scored (stops early at EOS)
     reused_prefix: int = 0  # leading prompt tokens whose keys and values came from a DraftPrefix
+    segments: int = 1  # passes the prompt took (engine.draft.segments: longer than the draft's window)
 
 
 @dataclass
@@ -144,6 +145,11 @@ class DraftScorer:
         self.prefill_chunk = prefill_chunk
         self.window_sinks = window_sinks  # first tokens every query sees when the prefill is windowed
         self.device = next(model.parameters()).device
+
+    @property
+    def trained_window(self) -> int:
+        """The positions the draft was trained on: one scoring pass stays within them."""
+        return int(getattr(self.model.config, "max_position_embeddings", 0) or 1 << 30)
 
     def score(self, tokens: list[int], lookahead: int = RunSettings.lookahead, kernel: int = RunSettings.kernel,
               cancel: CancelToken = NEVER, window: int = 0) -> ScoreResult:

@@ -47,12 +47,14 @@ def protected_chunks(n_tokens: int, chunk_size: int, tail_start: int) -> list[in
     return sorted({0, *tail})
 
 
-def select_chunks(scores: np.ndarray, keep: float, protected: list[int]) -> list[int]:
-    """ceil(keep * n_chunks) chunks (never fewer than the protected ones), in document order."""
+def select_chunks(scores: np.ndarray, keep: float, protected: list[int], max_chunks: int | None = None) -> list[int]:
+    """ceil(keep * n_chunks) chunks, at most `max_chunks` (what fits the target's window), never
+    fewer than the protected ones; in document order."""
     if not 0.0 < keep <= 1.0:
         raise ValueError(f"keep must be in (0, 1], got {keep}")
     n_chunks = len(scores)
-    budget = min(n_chunks, max(math.ceil(keep * n_chunks), len(protected)))
+    wanted = math.ceil(keep * n_chunks) if max_chunks is None else min(math.ceil(keep * n_chunks), max_chunks)
+    budget = min(n_chunks, max(wanted, len(protected)))
     chosen = set(protected)
     # Stable sort on -score: ties go to the earlier chunk, so selection is deterministic.
     for idx in np.argsort(-scores, kind="stable"):
@@ -68,9 +70,12 @@ def kept_token_indices(kept: list[int], chunk_size: int, n_tokens: int) -> np.nd
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def plan_selection(importance: np.ndarray, chunk_size: int, keep: float, tail_start: int):
-    """Chunk scores, protected chunks, kept chunks and kept token indices for one prompt."""
+def plan_selection(importance: np.ndarray, chunk_size: int, keep: float, tail_start: int,
+                   max_tokens: int | None = None):
+    """Chunk scores, protected chunks, kept chunks and kept token indices for one prompt; with
+    `max_tokens`, the kept chunks hold at most that many tokens (a chunk holds chunk_size at most)."""
     scores = chunk_scores(importance, chunk_size)
     protected = protected_chunks(len(importance), chunk_size, tail_start)
-    kept = select_chunks(scores, keep, protected)
+    max_chunks = None if max_tokens is None else max_tokens // chunk_size
+    kept = select_chunks(scores, keep, protected, max_chunks)
     return scores, protected, kept, kept_token_indices(kept, chunk_size, len(importance))

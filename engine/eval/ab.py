@@ -8,8 +8,11 @@ cases share one DocumentSession (`Engine.ask`): the document's baselines run fir
 cold, the next from its cached prefix), then each case's keeps; every run says how it was
 served (`served_by`), and the summary keeps cached TTFTs out of the cold means.
 
-Keep values stay the strings the user typed: they are the keys of the report. A case that
-fails (its document cannot be read, its prompt does not fit...) becomes a case record with
+A document longer than the target's window is cut to fit for the baseline (the full prefill a
+user gets without SpecPrefill), and SpecPrefill fits it by its selection: each run says so
+(`fit`, `seen_fraction`), and the report labels them. Keep values stay the strings the user
+typed: they are the keys of the report. A case that fails (its document cannot be read, its
+question alone does not fit...) becomes a case record with
 its error, and the suite goes on. The report is typed (engine.eval.results), with the JSON
 reports have always had, so report.py and the GUI read a saved one as easily as a fresh one.
 """
@@ -276,7 +279,11 @@ class _CaseRunner:
         return _result_of(events, keep)
 
     def _settings(self, keep: str | None) -> RunSettings:
-        return self.settings if keep is None else replace(self.settings, keep=float(keep))
+        if keep is None:
+            # The baseline is the full prefill a user gets without SpecPrefill: a document longer than
+            # the window is cut to fit (its result says "truncated"), so the case is compared, not lost.
+            return replace(self.settings, truncate=True)
+        return replace(self.settings, keep=float(keep))
 
 
 def _mode(keep: str | None) -> str:
@@ -329,9 +336,11 @@ def estimate_remaining(elapsed_s: float, runs_done: int, runs_total: int) -> flo
 
 # -- per-case records ---------------------------------------------------------------
 def case_record(case: Case, baseline: RunResult, spec: dict[str, RunResult]) -> CaseRecord:
+    # The whole prompt's tokens: a truncated baseline counts only what was left of it.
+    prompt_tokens = max(result.prompt_tokens for result in [baseline, *spec.values()])
     return CaseRecord(
         id=case.id, kind=case.kind, question=case.question, answers=case.answers, doc=str(case.doc),
-        prompt_tokens=baseline.prompt_tokens, baseline=run_record(baseline, case.answers),
+        prompt_tokens=prompt_tokens, baseline=run_record(baseline, case.answers),
         spec={keep: run_record(result, case.answers, reference=baseline.answer) for keep, result in spec.items()})
 
 

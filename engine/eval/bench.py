@@ -1,7 +1,9 @@
 """TTFT benchmark: baseline vs SpecPrefill at several prompt lengths, on real text.
 
 Each length takes the first N tokens of the document's text (the text repeats when it is
-shorter) plus a fixed question, so every length measures real prose or code.
+shorter) plus a fixed question, so every length measures real prose or code. A length longer
+than the target's window is measured too: the baseline cuts the document to fit, SpecPrefill
+fits it by selection, and each row says how much of the document each run saw.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from engine.core.atomic import write_bytes_atomic
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import EngineEvent, RunFinished, RunResult
+from engine.eval.results import without_unknown_fit
 from engine.pipeline import Engine, EngineInfo
 from engine.core.settings import RunSettings
 
@@ -37,10 +40,18 @@ class BenchRow:
     draft_peak_mem_bytes: int
     overhead_s: float  # spec TTFT not spent in draft or target prefill
     draft_window: int  # the draft prefill's attention window (0: full attention)
+    # How each run fit the target's window (RunResult.fit, .seen_fraction); reports written before
+    # have none of these: document_tokens 0 reads as unknown.
+    document_tokens: int = 0  # the document's tokens as the engine counted them
+    baseline_fit: str = "fits"
+    baseline_seen_fraction: float = 1.0
+    spec_fit: str = "fits"
+    spec_seen_fraction: float = 1.0
+
+    FIT_FIELDS = ("document_tokens", "baseline_fit", "baseline_seen_fraction", "spec_fit", "spec_seen_fraction")
 
     def to_json(self) -> dict:
-        return asdict(self)
-
+        return without_unknown_fit(asdict(self), self.document_tokens, self.FIT_FIELDS)
 
     @classmethod
     def from_json(cls, data: dict) -> BenchRow:
@@ -90,7 +101,9 @@ def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:
         target_prefill_s=spec.target_prefill_s, baseline_prefill_s=baseline.target_prefill_s,
         speedup=baseline.ttft_s / spec.ttft_s if spec.ttft_s > 0 else 0.0, kept_fraction=spec.kept_fraction,
         positions=spec.positions, bypassed=spec.bypassed, draft_peak_mem_bytes=spec.draft_peak_mem_bytes,
-        overhead_s=spec.ttft_s - spec.draft_s - spec.target_prefill_s, draft_window=spec.draft_window)
+        overhead_s=spec.ttft_s - spec.draft_s - spec.target_prefill_s, draft_window=spec.draft_window,
+        document_tokens=spec.document_tokens, baseline_fit=baseline.fit,
+        baseline_seen_fraction=baseline.seen_fraction, spec_fit=spec.fit, spec_seen_fraction=spec.seen_fraction)
 
 
 def run_bench(engine: Engine, source_text: str, lengths: list[int], settings: RunSettings,

@@ -14,8 +14,8 @@ from html import escape
 from engine.core.atomic import write_text_atomic
 from engine.core.formatting import MISSING, format_accuracy, format_count, format_percent, format_ratio, \
     format_seconds
-from engine.eval.results import (CACHED, AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary,
-                                 cached_note, run_label)
+from engine.eval.results import (CACHED, FIT_FIELDS, AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary,
+                                 Summary, cached_note, fit_note, run_label)
 
 BASELINE_COLOR = "#6b7280"
 SPEC_COLOR = "#2563eb"
@@ -57,12 +57,14 @@ CSV_COLUMNS = ("case_id", "kind", "run", "keep", "answer", "correct", "agreement
                "positions", "bypassed", "bypass_reason", "generated_tokens", "stop_reason", "error")
 # Only for suites run with --reuse-cache, so a cold suite's CSV keeps the columns it always had.
 SESSION_CSV_COLUMNS = ("served_by", "ttft_kind")  # ttft_kind: "cold" or "cached"
+# Only for suites where some document was longer than the window: how each run fit it, and its label.
+FIT_CSV_COLUMNS = (*FIT_FIELDS, "fit_note")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet run a cell as a formula (OWASP)
 
 
 def render_csv(report: AbReport) -> str:
     """The runs that finished; a failed case adds one row with its error."""
-    columns = (*CSV_COLUMNS, *SESSION_CSV_COLUMNS) if report.environment.reuse_cache else CSV_COLUMNS
+    columns = csv_columns(report)
     out = io.StringIO(newline="")
     writer = csv.DictWriter(out, fieldnames=columns, restval="", extrasaction="ignore")
     writer.writeheader()
@@ -72,9 +74,20 @@ def render_csv(report: AbReport) -> str:
     return out.getvalue()
 
 
+def csv_columns(report: AbReport) -> tuple[str, ...]:
+    """The columns every CSV has, then those that say something for this report (cached runs, over-long documents)."""
+    columns = CSV_COLUMNS
+    if report.environment.reuse_cache:
+        columns += SESSION_CSV_COLUMNS
+    if report.has_unfit_runs:
+        columns += FIT_CSV_COLUMNS
+    return columns
+
+
 def _csv_rows(case: CaseRecord) -> list[dict]:
     rows = [{**run.to_json(), "case_id": case.id, "kind": case.kind, "ttft_kind": CACHED if run.cached else "cold",
-             "run": "baseline" if keep is None else "spec", "keep": keep or ""} for keep, run in case.runs()]
+             "fit_note": run.fit_note, "run": "baseline" if keep is None else "spec", "keep": keep or ""}
+            for keep, run in case.runs()]
     if case.failed:
         rows.append({"case_id": case.id, "kind": case.kind, "error": case.error})
     return rows
@@ -101,6 +114,7 @@ def render_html(report: AbReport) -> str:
         f'{_errors_text(summary.overall)} · {escape(env.date)}</p>',
         "<h2>Plots</h2>", _plots(summary),
         "<h2>Summary</h2>", _summary_table(summary.overall, env.reuse_cache), _cached_explained(env.reuse_cache),
+        _fit_explained(report.fit_tallies()),
         "<h2>By kind</h2>", _by_kind(summary.by_kind, env.reuse_cache),
         "<h2>Cases</h2>", *(_case_section(case) for case in report.cases),
         "<h2>Environment</h2>", _environment_table(env.to_json()),
@@ -112,6 +126,14 @@ def render_html(report: AbReport) -> str:
 
 def _cached_explained(with_cached: bool) -> str:
     return f'<p class="muted">{escape(CACHED_EXPLAINED)}</p>' if with_cached else ""
+
+
+def _fit_explained(tallies: dict[str, str]) -> str:
+    """Which runs' documents were longer than the target's window, and how much of them they saw."""
+    if not tallies:
+        return ""
+    items = "".join(f"<li><b>{escape(label)}</b>: {escape(tally)}</li>" for label, tally in tallies.items())
+    return (f'<p class="muted">{escape(FIT_EXPLAINED)}</p><ul class="muted">{items}</ul>')
 
 
 def _errors_text(group: GroupSummary) -> str:
@@ -130,6 +152,8 @@ def _plots(summary: Summary) -> str:
 SUMMARY_HEAD = ("run", "accuracy", "agreement", "mean TTFT", "speed-up", "kept", "draft", "target prefill",
                 "bypassed")
 CACHED_SUMMARY_HEAD = ("cached runs", "cached mean TTFT")  # suites run with --reuse-cache
+FIT_EXPLAINED = ("Some documents were longer than the target's context window: the baseline (full prefill) saw "
+                 "them cut to fit (truncated), SpecPrefill fit them by its selection.")
 CACHED_EXPLAINED = ("Document caches were reused (--reuse-cache): mean TTFT, draft, target prefill and speed-up "
                     "are over cold runs only; runs served from a cache are counted and averaged apart (cached).")
 
@@ -192,15 +216,20 @@ def _case_row(label: str, cells: list[str]) -> str:
 
 def _ttft_text(run: RunRecord) -> str:
     """The TTFT, labelled when a cache served the run (it is not comparable with cold ones)."""
-    note = cached_note(run.result)
-    ttft = format_seconds(run.result.ttft_s)
-    return f'{ttft} <span class="tag">{escape(note)}</span>' if note else ttft
+    return format_seconds(run.result.ttft_s) + _tag(cached_note(run.result))
 
 
 def _kept_text(run: RunRecord) -> str:
+    """What the target prefilled, labelled when the document did not fit (cut, or fit by selection)."""
     if run.result.bypassed:
-        return "bypassed (full prefill)"
-    return f"{format_percent(run.result.kept_fraction)} · {escape(run.result.positions)}"
+        kept = "bypassed (full prefill)"
+    else:
+        kept = f"{format_percent(run.result.kept_fraction)} · {escape(run.result.positions)}"
+    return kept + _tag(fit_note(run.result))
+
+
+def _tag(note: str) -> str:
+    return f' <span class="tag">{escape(note)}</span>' if note else ""
 
 
 def _mark(correct: bool | None) -> str:

@@ -7,16 +7,18 @@ The JSON keeps the field names reports have always had (checks outside this repo
 them). Fields added since appear only when they say something: `status` and `error` on a
 case that failed, `n_errors` in a summary that left failed cases out; and for a suite run
 with `--reuse-cache`, `served_by` on each run, `n_cached` and the cached_mean_* timings in
-its summaries, `reuse_cache` in its environment. So a report written before them reads back,
-and writes out, unchanged.
+its summaries, `reuse_cache` in its environment. Every run since #11 carries how its document
+fit the target's window (`document_tokens`, `fit`, `seen_fraction`); a run recorded before
+reads as one that fit. So a report written before them reads back, and writes out, unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 from engine.core.events import SERVED_BY_LABELS, RunName, RunResult, run_json
+from engine.core.formatting import format_count, format_percent_short
 
 ERROR_STATUS = "error"  # a case record's `status` when the case failed; absent when it finished
 BASELINE = "baseline"
@@ -43,6 +45,55 @@ def cached_note(result: RunResult) -> str:
     return f"{CACHED}: {SERVED_BY_LABELS.get(result.served_by, result.served_by)}"
 
 
+# How a run whose document was longer than the target's window made it fit (RunResult.fit);
+# "fits" has no label: such a run saw the whole document.
+FIT_LABELS = {"truncated": "truncated", "selected": "fit by selection"}
+FIT_FIELDS = ("document_tokens", "fit", "seen_fraction")  # RunResult's fields since #11
+
+
+def seen_text(seen_fraction: float, document_tokens: int = 0) -> str:
+    """"saw 52% of the document", or with its size "saw 52% of 212,400 document tokens"."""
+    whole = f"{format_count(document_tokens)} document tokens" if document_tokens else "the document"
+    return f"saw {format_percent_short(seen_fraction)} of {whole}"
+
+
+def fit_label(fit: str, seen_fraction: float, document_tokens: int = 0) -> str:
+    """"truncated: saw 52% of the document", "fit by selection: saw 18% of the document"; "" when it fit."""
+    if fit not in FIT_LABELS:
+        return ""
+    return f"{FIT_LABELS[fit]}: {seen_text(seen_fraction, document_tokens)}"
+
+
+def fit_note(result: RunResult) -> str:
+    """How much of a too-long document the run saw, "" when the document fit: a run's label beside cached_note."""
+    return fit_label(result.fit, result.seen_fraction)
+
+
+def run_notes(result: RunResult) -> list[str]:
+    """What sets a run apart from a plain cold one, for a TTFT's parenthesis: cached, cut or selected, bypassed."""
+    notes = [cached_note(result), fit_note(result), "bypassed" if result.bypassed else ""]
+    return [note for note in notes if note]
+
+
+def fit_tally(results: Sequence[RunResult]) -> str:
+    """"2 of 3 runs truncated, seeing 52% of the document on average"; "" when every run's document fit."""
+    parts = []
+    for fit, label in FIT_LABELS.items():
+        seen = [r.seen_fraction for r in results if r.fit == fit]
+        if seen:
+            parts.append(f"{len(seen)} of {format_count(len(results), 'run')} {label}, seeing "
+                         f"{format_percent_short(sum(seen) / len(seen))} of the document on average")
+    return "; ".join(parts)
+
+
+def without_unknown_fit(data: dict, document_tokens: int, fields: Sequence[str] = FIT_FIELDS) -> dict:
+    """`data` less the fit fields when they were never measured (document_tokens 0: a record written
+    before #11), so an old report writes out as it was read."""
+    if document_tokens:
+        return data
+    return {name: value for name, value in data.items() if name not in fields}
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One run of one case: the engine's result, scored."""
@@ -63,8 +114,12 @@ class RunRecord:
     def cached_note(self) -> str:
         return cached_note(self.result)
 
+    @property
+    def fit_note(self) -> str:
+        return fit_note(self.result)
+
     def to_json(self) -> dict:
-        data = {**self.result.to_json(), "correct": self.correct}
+        data = {**without_unknown_fit(self.result.to_json(), self.result.document_tokens), "correct": self.correct}
         if self.is_spec:
             data["agreement"] = self.agreement
         return data
@@ -261,6 +316,22 @@ class AbReport:
     @property
     def failed_cases(self) -> list[CaseRecord]:
         return [case for case in self.cases if case.failed]
+
+    @property
+    def has_unfit_runs(self) -> bool:
+        """True when some run's document did not fit the target's window (cut, or fit by selection)."""
+        return any(run.result.fit in FIT_LABELS for case in self.cases for _, run in case.runs())
+
+    def fit_tallies(self) -> dict[str, str]:
+        """By run label ("baseline", "keep 0.2"), how its runs of the finished cases fit the window;
+        only the runs some of whose documents did not fit."""
+        finished = [case for case in self.cases if not case.failed]  # the cases the figures are over
+        by_label: dict[str, list[RunResult]] = {}
+        for case in finished:
+            for keep, run in case.runs():
+                by_label.setdefault(run_label(keep), []).append(run.result)
+        tallies = {label: fit_tally(results) for label, results in by_label.items()}
+        return {label: tally for label, tally in tallies.items() if tally}
 
     def to_json(self) -> dict:
         return {"summary": self.summary.to_json(), "cases": [case.to_json() for case in self.cases],

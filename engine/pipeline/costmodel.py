@@ -91,16 +91,29 @@ class CostModel:
     def draft_time(self, n_tokens: int, window: int = 0) -> float:
         return self.draft(n_tokens, attention_area(n_tokens, window))
 
+    def segmented_draft_time(self, n_tokens: int, window: int = 0, pass_tokens: int | None = None) -> float:
+        """The draft's time when a prompt longer than one pass is scored in equal segments
+        (engine.draft.segments); one pass otherwise."""
+        n_segments = 1 if not pass_tokens or n_tokens <= pass_tokens else math.ceil(n_tokens / pass_tokens)
+        return n_segments * self.draft_time(math.ceil(n_tokens / n_segments), window)
+
     def spec_ttft(self, n_tokens: int, keep: float, window: int = 0) -> float:
         return self.draft_time(n_tokens, window) + self.target_prefill(self.kept_tokens(n_tokens, keep))
 
-    def estimate(self, n_tokens: int, keep: float, window: int = 0) -> dict:
-        base, draft = self.baseline_ttft(n_tokens), self.draft_time(n_tokens, window)
-        target = self.target_prefill(self.kept_tokens(n_tokens, keep))
+    def estimate(self, n_tokens: int, keep: float, window: int = 0, budget: int | None = None,
+                 pass_tokens: int | None = None) -> dict:
+        """Predicted TTFTs. `budget`: tokens the target's window takes (a longer prompt is cut for the
+        full prefill, and SpecPrefill keeps at most that many); `pass_tokens`: the longest prompt one
+        draft pass scores."""
+        fits = budget is None or n_tokens <= budget
+        base = self.baseline_ttft(n_tokens if fits else budget)
+        draft = self.segmented_draft_time(n_tokens, window, pass_tokens)
+        kept = self.kept_tokens(n_tokens, keep) if fits else min(self.kept_tokens(n_tokens, keep), budget)
+        target = self.target_prefill(kept)
         spec = draft + target
         return {"tokens": n_tokens, "keep": keep, "draft_window": window, "baseline_ttft_s": base,
                 "spec_ttft_s": spec, "draft_s": draft, "target_prefill_s": target,
-                "speedup": base / spec if spec > 0 else 0.0}
+                "speedup": base / spec if spec > 0 else 0.0, "fits": fits, "kept_tokens": kept}
 
     def bypass_reason(self, n_tokens: int, keep: float, window: int = 0, margin: float = 1.05) -> str:
         """The auto-bypass rule: why SpecPrefill would not run ("" when it is predicted to win

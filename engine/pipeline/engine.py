@@ -4,6 +4,11 @@ Baseline: tokenize, full prefill in the target, greedy decode.
 SpecPrefill: tokenize, the draft scores the tokens, keep the top chunks, the target
 prefills only those (at their original positions in `restore` mode), greedy decode.
 TTFT runs from the request's start (tokenization included) to the first token.
+
+A prompt longer than the target's window (engine.pipeline.fitting): SpecPrefill keeps at most
+what fits (the draft reads it in segments past its own window, engine.draft.segments) and
+compresses the gaps between kept tokens (engine.pipeline.kept_positions); a full prefill is
+refused, or cut with `truncate` (always in a compare), and says how much of the document it saw.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +27,8 @@ import psutil
 import torch
 
 from engine.core.cancel import NEVER, AnyCancel, CancelToken
-from engine.core.errors import (Cancelled, EngineBusyError, ModelError, PositionsUnsupportedError, SettingsError,
-                                SpecPrefillError)
+from engine.core.errors import (Cancelled, ContextOverflowError, EngineBusyError, ModelError,
+                                PositionsUnsupportedError, SettingsError, SpecPrefillError)
 from engine.core.events import (BackgroundEnded, BackgroundEvent, BackgroundProgress, EngineEvent, Notice, Progress,
                                 RunFinished, RunName, RunResult, Selection, SelectionMade, Stage, StageChanged,
                                 TokenGenerated, run_order)
@@ -31,10 +36,11 @@ from engine.core.formatting import format_bytes
 from engine.core.memory import needs_by_device, require_all_fit, require_fits
 from engine.core.paths import state_cache_dir
 from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelSettings, RunSettings
-from engine.core.steps import StepFn, Steps, chunk_ranges, run_to_end
+from engine.core.steps import StepFn, Steps, chunk_ranges, map_steps, run_to_end
 from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
 from engine.draft.memory import draft_scoring_need, draft_weight_bytes
 from engine.draft.scorer import ATTN_IMPL, DraftPrefix, DraftScorer
+from engine.draft.segments import iter_score_segments, plan_segments
 from engine.draft.selection import plan_selection
 from engine.ingest.document import Document
 from engine.llama.context_fit import Truncation, fit_prompt
@@ -47,6 +53,8 @@ from engine.models import defaults as models
 from engine.pipeline import costmodel
 from engine.pipeline.costmodel import CostModel
 from engine.pipeline.draft_cache import DraftCaches
+from engine.pipeline.fitting import WindowFit, seen_fraction
+from engine.pipeline.kept_positions import GAPPED, place_kept
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
 from engine.pipeline.placement import TargetPlacement, place_target
 from engine.pipeline.session import DocumentSession, PrefixKey
@@ -130,6 +138,8 @@ def _open_target(settings: ModelSettings, target_path: Path, target_name: str, d
 
 
 WARM_UP_TOKENS = 16
+# Where kept tokens go when the prompt is longer than the window (auto positions, gapped runtime)
+LONG_PROMPT_PLACEMENT = "compress"
 
 
 def _require_question(question: str) -> None:
@@ -139,11 +149,13 @@ def _require_question(question: str) -> None:
 
 @dataclass(frozen=True)
 class _Request:
-    """One run: its prompt (fitted to the context), settings, and when it started."""
+    """One run: its prompt (cut to the context when a full prefill needs it), settings, the whole
+    prompt against the window, and when it started."""
 
     run: RunName
     prompt: PreparedPrompt
     cut: Truncation | None
+    window: WindowFit  # the prompt before any cut
     settings: RunSettings
     cancel: CancelToken
     t0: float
@@ -153,13 +165,36 @@ class _Request:
         """The RunResult fields every run of this request shares."""
         cut = self.cut or Truncation(0, 0, 0, 0)
         return dict(run=self.run, prompt_tokens=self.prompt.n_tokens, tokenize_s=self.tokenize_s,
-                    truncated_tokens=cut.cut_tokens, truncated_chars=cut.cut_chars)
+                    truncated_tokens=cut.cut_tokens, truncated_chars=cut.cut_chars,
+                    document_tokens=self.window.document_tokens)
+
+    def full_prefill_fields(self) -> dict:
+        """How much of the document a full prefill of this request's prompt saw."""
+        doc = self.window.document_tokens
+        cut = self.cut.cut_tokens if self.cut else 0
+        return dict(fit="truncated" if cut else "fits", seen_fraction=seen_fraction(doc, doc - cut))
 
 
 def _tensor_bytes(model) -> int:
     """Bytes of the parameters and buffers torch can see (int8-packed Linear weights are not among them)."""
     tensors = [*model.parameters(), *model.buffers()]
     return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _for_run(run: RunName, settings: RunSettings, compare: bool) -> RunSettings:
+    """A compare's full prefill is what a user gets without SpecPrefill: a document longer than the
+    window is cut to fit (and labelled truncated), not refused."""
+    if compare and run == "baseline" and not settings.truncate:
+        return replace(settings, truncate=True)
+    return settings
+
+
+def _draft_stage_text(n_tokens: int, draft_prefix: DraftPrefix | None, n_segments: int) -> str:
+    if draft_prefix is not None and draft_prefix.cache is not None:
+        return f"draft scoring {n_tokens - len(draft_prefix)} tokens (the document from the draft cache)"
+    if n_segments > 1:
+        return f"draft scoring {n_tokens} tokens in {n_segments} segments (longer than the draft's window)"
+    return f"draft scoring {n_tokens} tokens"
 
 
 def _spec_served_by(session: DocumentSession | None, reused_prefix: int) -> str:
@@ -304,15 +339,17 @@ class Engine:
         """Predicted TTFTs from this machine's calibration, or None when not calibrated."""
         if self.cost_model is None:
             return None
-        return self.cost_model.estimate(n_tokens, settings.keep, settings.draft_window)
+        return self.cost_model.estimate(n_tokens, settings.keep, settings.draft_window,
+                                        self.window_fit(n_tokens, settings).budget, self.draft_pass_tokens(settings))
 
     def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str:
         """Why SpecPrefill would not pay off for this prompt ("" when it runs).
 
         A threshold the user set wins; otherwise the calibrated cost model decides, and
-        without a calibration the fixed DEFAULT_MIN_TOKENS does.
+        without a calibration the fixed DEFAULT_MIN_TOKENS does. A prompt longer than the
+        window is never bypassed: SpecPrefill's selection is what makes it fit.
         """
-        if settings.force:
+        if settings.force or not self.window_fit(n_tokens, settings).fits:
             return ""
         if settings.min_tokens is None and self.cost_model is not None:
             return self.cost_model.bypass_reason(n_tokens, settings.keep, settings.draft_window)
@@ -321,12 +358,25 @@ class Engine:
             return ""
         return f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}"
 
-    def resolve_positions(self, requested: str) -> str:
+    def window_fit(self, n_tokens: int, settings: RunSettings, document_tokens: int | None = None) -> WindowFit:
+        """A prompt of n_tokens against the target's window (document_tokens: n_tokens when unknown)."""
+        doc = n_tokens if document_tokens is None else document_tokens
+        return WindowFit(n_tokens, doc, self.info.n_ctx, settings.max_new_tokens)
+
+    def resolve_positions(self, requested: str, fits: bool = True) -> str:
+        """The placement that runs: auto is restore, or compress for a prompt longer than the window
+        (restore would reach past the target's trained positions), or renumber on a runtime that
+        rejects gapped positions. A requested restore on such a prompt compresses instead."""
+        supported = self.info.positions_supported
         if requested == "auto":
-            return "restore" if self.info.positions_supported else "renumber"
-        if requested == "restore" and not self.info.positions_supported:
+            if not supported:
+                return "renumber"
+            return "restore" if fits else LONG_PROMPT_PLACEMENT
+        if requested in GAPPED and not supported:
             raise PositionsUnsupportedError("this llama.cpp build rejects gapped positions, "
-                                            "so `restore` is unavailable")
+                                            f"so `{requested}` is unavailable")
+        if requested == "restore" and not fits:
+            return "compress"
         return requested
 
     # -- requests -------------------------------------------------------------
@@ -346,7 +396,7 @@ class Engine:
         runs = run_order(mode, spec_first)
         with self._exclusive():
             for run in runs:
-                yield from self._run(run, text, question, settings, cancel)
+                yield from self._run(run, text, question, _for_run(run, settings, compare=len(runs) > 1), cancel)
 
     def ask(self, session: DocumentSession, question: str, mode: str = "auto",
             settings: RunSettings | None = None, cancel: CancelToken = NEVER) -> Iterator[EngineEvent]:
@@ -361,7 +411,8 @@ class Engine:
         with self._exclusive():
             key = self._prefix_key(session, settings)
             run = session.run_for(mode, saved=self._has_saved_prefix(key), cached=session.holds_full(key),
-                                  background=settings.background_prefill)
+                                  background=settings.background_prefill,
+                                  fits=self._fits(session.text, question, settings))
             yield from self._run(run, session.text, question, settings, cancel, session)
             session.answered += 1
 
@@ -374,8 +425,12 @@ class Engine:
         _require_question(question)
         with self._exclusive():
             for run in run_order("both", spec_first):
-                yield from self._run(run, session.text, question, settings, cancel, session)
+                yield from self._run(run, session.text, question, _for_run(run, settings, compare=True), cancel,
+                                     session)
             session.answered += 1
+
+    def _fits(self, text: str, question: str, settings: RunSettings) -> bool:
+        return self.window_fit(self.prepare(text, question, settings).n_tokens, settings).fits
 
     def forget(self, session: DocumentSession, saved: bool = False, draft: bool = True) -> None:
         """Drop what the engine keeps for the session's document: its full prefix in the target and
@@ -514,9 +569,14 @@ class Engine:
              cancel: CancelToken, session: DocumentSession | None = None) -> Iterator[EngineEvent]:
         t0 = time.perf_counter()
         yield StageChanged(run, "tokenizing")
-        prompt, cut = fit_prompt(self.runtime.model, self.prepare(text, question, settings), self.info.n_ctx,
-                                 settings.max_new_tokens, settings.truncate)
-        request = _Request(run, prompt, cut, settings, cancel, t0, time.perf_counter() - t0)
+        prompt = self.prepare(text, question, settings)
+        start, end = prompt.doc_token_span
+        window = self.window_fit(prompt.n_tokens, settings, end - start)
+        cut = None
+        if run == "baseline" or window.fits:  # SpecPrefill fits a longer prompt by its selection
+            prompt, cut = fit_prompt(self.runtime.model, prompt, self.info.n_ctx, settings.max_new_tokens,
+                                     settings.truncate)
+        request = _Request(run, prompt, cut, window, settings, cancel, t0, time.perf_counter() - t0)
         if cut is not None:
             yield Notice(run, cut.describe())
         yield from self._baseline(request, session=session) if run == "baseline" else self._spec(request, session)
@@ -546,8 +606,8 @@ class Engine:
             # Generation only wrote positions after the prefix: the next question removes them.
             session.remember_prefix(key, prefix, runtime.context)
         yield RunFinished(run, RunResult(
-            **request.result_fields(), positions="contiguous", bypassed=bool(bypass_reason),
-            bypass_reason=bypass_reason, served_by=served_by, **result))
+            **request.result_fields(), **request.full_prefill_fields(), positions="contiguous",
+            bypassed=bool(bypass_reason), bypass_reason=bypass_reason, served_by=served_by, **result))
         if served_by == "cold_full":  # after the answer: saving is never inside its TTFT
             problem = self._save_prefix(key, prefix, runtime)
             if problem:
@@ -607,25 +667,31 @@ class Engine:
         return ""
 
     def _spec(self, request: _Request, session: DocumentSession | None = None) -> Iterator[EngineEvent]:
-        run, prompt, settings = request.run, request.prompt, request.settings
+        run, prompt, settings, window = request.run, request.prompt, request.settings, request.window
         reason = self.bypass_reason(prompt.n_tokens, settings)
         if reason:
             yield Notice(run, f"bypassed: {reason}; ran full prefill")
             yield from self._baseline(request, bypass_reason=reason, session=session)
             return
-        positions_mode = self.resolve_positions(settings.positions)
-        self._require_draft_memory(prompt.n_tokens)
-        key, prefix = self._session_prefix(session, request) if session is not None else (None, None)
-        draft_prefix = self._draft_prefix(key, prefix, settings.draft_window) if session is not None else None
+        placement = self.resolve_positions(settings.positions, window.fits)
+        if placement != settings.positions and settings.positions == "restore":
+            yield Notice(run, "restore would place tokens past the target's window: the gaps were compressed instead")
+        budget = self.selection_budget(prompt, settings)  # before the draft: a question too long fails at once
+        pieces = plan_segments(prompt.n_tokens, prompt.doc_token_span, self.draft_pass_tokens(settings))
+        self._require_draft_memory(max(b - a for a, b in pieces) + prompt.n_tokens - window.document_tokens)
+        # A full prefix only for a prompt that fits (a background fill completes it); the draft's
+        # keys only for a prompt it scores in one pass.
+        key, prefix = (None, None)
+        if session is not None and window.fits:
+            key, prefix = self._session_prefix(session, request)
+        one_pass = len(pieces) == 1
+        draft_prefix = self._draft_prefix(key, prefix, settings.draft_window) if key and one_pass else None
 
         t_draft = time.perf_counter()
-        reused = draft_prefix is not None and draft_prefix.cache is not None
-        yield StageChanged(run, "draft", f"draft scoring {prompt.n_tokens - len(draft_prefix) if reused else prompt.n_tokens}"
-                                         f" tokens{' (the document from the draft cache)' if reused else ''}")
+        yield StageChanged(run, "draft", _draft_stage_text(prompt.n_tokens, draft_prefix, len(pieces)))
         with PeakMemory(self.info.device) as draft_mem:
-            score = yield from self._progress(run, "draft", self.scorer.iter_score(
-                prompt.tokens.tolist(), settings.lookahead, settings.kernel, request.cancel,
-                settings.draft_window, draft_prefix))
+            score = yield from self._progress(run, "draft", self._iter_score(prompt, settings, request.cancel,
+                                                                             draft_prefix))
         draft_s = time.perf_counter() - t_draft
         if draft_prefix is not None:
             problem = self._keep_draft_prefix(key, draft_prefix)
@@ -635,15 +701,16 @@ class Engine:
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
         scores, protected, kept, kept_idx = plan_selection(
-            score.importance, settings.chunk_size, settings.keep, prompt.tail_start)
-        kept_tokens = prompt.tokens[kept_idx]
-        if positions_mode == "restore":
-            kept_positions, next_position = kept_idx.astype(np.int32), prompt.n_tokens
-        else:
-            kept_positions, next_position = np.arange(len(kept_idx), dtype=np.int32), len(kept_idx)
+            score.importance, settings.chunk_size, settings.keep, prompt.tail_start, budget)
+        kept_positions, next_position = place_kept(kept_idx, prompt.n_tokens, placement, window.budget)
         select_s = time.perf_counter() - t_select
+        start, end = prompt.doc_token_span
+        seen = seen_fraction(window.document_tokens, int(np.count_nonzero((kept_idx >= start) & (kept_idx < end))))
+        if not window.fits:
+            yield Notice(run, window.describe_selection(seen))
 
-        result = yield from self._prefill_and_generate(request, kept_tokens, kept_positions, next_position)
+        result = yield from self._prefill_and_generate(request, prompt.tokens[kept_idx], kept_positions,
+                                                       next_position)
         yield SelectionMade(run, Selection(
             chunk_size=settings.chunk_size,
             chunk_starts=list(range(0, prompt.n_tokens, settings.chunk_size)),
@@ -652,9 +719,39 @@ class Engine:
             doc_char_span=prompt.parts.doc_char_span))
         yield RunFinished(run, RunResult(
             **request.result_fields(), draft_s=draft_s, select_s=select_s,
-            kept_fraction=len(kept_idx) / prompt.n_tokens, positions=positions_mode,
+            kept_fraction=len(kept_idx) / prompt.n_tokens, positions=placement,
             draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), draft_window=settings.draft_window,
-            served_by=_spec_served_by(session, score.reused_prefix), **result))
+            served_by=_spec_served_by(session, score.reused_prefix), fit="fits" if window.fits else "selected",
+            seen_fraction=seen, **result))
+
+    def draft_pass_tokens(self, settings: RunSettings) -> int:
+        """The longest prompt one draft pass scores: its trained window less the look-ahead."""
+        return self.scorer.trained_window - settings.lookahead
+
+    def _iter_score(self, prompt: PreparedPrompt, settings: RunSettings, cancel: CancelToken,
+                    draft_prefix: DraftPrefix | None):
+        """The draft's scores: one pass (with the cached prefix when there is one), or segments for a
+        prompt longer than the draft was trained on."""
+        tokens = prompt.tokens.tolist()
+        if draft_prefix is not None:
+            return self.scorer.iter_score(tokens, settings.lookahead, settings.kernel, cancel, settings.draft_window,
+                                          draft_prefix)
+        return iter_score_segments(self.scorer, tokens, prompt.doc_token_span, self.draft_pass_tokens(settings),
+                                   settings.lookahead, settings.kernel, cancel, settings.draft_window)
+
+    def selection_budget(self, prompt: PreparedPrompt, settings: RunSettings) -> int | None:
+        """Tokens the kept chunks may hold: None when the whole prompt fits the window, else the window
+        less the answer's room; the chunks always kept (the first, the question's) must fit in it."""
+        window = self.window_fit(prompt.n_tokens, settings)
+        if window.fits:
+            return None
+        start = prompt.tail_start // settings.chunk_size * settings.chunk_size
+        always = min(settings.chunk_size, prompt.n_tokens) + prompt.n_tokens - start
+        if always > window.budget:
+            raise ContextOverflowError(
+                f"the question and the template need {always} tokens and the answer {settings.max_new_tokens}, "
+                f"more than the target's {window.n_ctx}-token window: shorten the question or lower the max new tokens")
+        return window.budget
 
     def _draft_prefix(self, key: PrefixKey, prefix: np.ndarray, window: int) -> DraftPrefix | None:
         """The draft's kept keys for the document (empty the first time); None when the draft cache is off."""
@@ -721,9 +818,4 @@ class Engine:
     @staticmethod
     def _progress(run: RunName, stage: Stage, steps: Steps):
         """Forward a Steps generator's (done, total) as Progress events; return its result."""
-        while True:
-            try:
-                done, total = next(steps)
-            except StopIteration as stop:
-                return stop.value
-            yield Progress(run, stage, done, total)
+        return (yield from map_steps(steps, lambda done, total: Progress(run, stage, done, total)))

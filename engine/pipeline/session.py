@@ -113,16 +113,20 @@ class DocumentSession:
         return PrefixKey(self.document_sha256, _file_identity(target_path), _file_identity(draft_path),
                          system_prompt, n_ctx)
 
-    def run_for(self, mode: str, saved: bool = False, cached: bool = False, background: bool = False) -> RunName:
+    def run_for(self, mode: str, saved: bool = False, cached: bool = False, background: bool = False,
+                fits: bool = True) -> RunName:
         """The run a question gets in `mode` (a spec run below the threshold is bypassed later).
 
         saved: the document's full prefix is in the state store; cached: the prefix context holds
         all of it; background: a background full prefill is on (auto answers by SpecPrefill until
-        it has finished)."""
+        it has finished); fits: the prompt fits the target's window (auto answers a longer one by
+        SpecPrefill, which reads all of it, never by a cut full prefill)."""
         if mode not in SESSION_MODES:
             raise ValueError(f"unknown session mode {mode!r}; expected one of {', '.join(SESSION_MODES)}")
         if mode != "auto":
             return mode  # type: ignore[return-value]
+        if not fits:
+            return "spec"
         if cached or saved:
             return "baseline"
         return "spec" if self.answered == 0 or background else "baseline"

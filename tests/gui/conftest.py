@@ -4,7 +4,9 @@ The fake yields the same event types, in the same order, as engine.pipeline.Engi
 with short sleeps that poll the cancel token, so runs take a fraction of a second and
 Cancel lands within a few milliseconds at any stage. Its estimate and bypass rule follow
 Engine's: a set threshold wins, else its calibration (a linear CostModel) when it has one,
-else DEFAULT_MIN_TOKENS.
+else DEFAULT_MIN_TOKENS. A prompt longer than its window (FakeConfig.n_ctx, the real WindowFit's
+arithmetic) is never bypassed: SpecPrefill fits it by selection, and a compare's full prefill is
+cut to fit, as Engine does.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from PySide6.QtCore import QSettings
 
 from engine.core.cancel import CancelToken
 from engine.pipeline.costmodel import CostModel, Quadratic
-from engine.core.errors import IngestError, PasswordError, SpecPrefillError
+from engine.core.errors import ContextOverflowError, IngestError, PasswordError, SpecPrefillError
 from engine.core.events import (
     Notice,
     Progress,
@@ -35,9 +37,10 @@ from engine.core.events import (
     run_order,
 )
 from engine.ingest.document import Document, Segment
+from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.core.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
 from desktop.main_window import MainWindow
-from tests.gui.fake_sessions import FakeSessions
+from tests.gui.fake_sessions import FakeSessions, for_run
 
 CHARS_PER_TOKEN = 4
 SYSTEM_PROMPT = "You are a helpful assistant. Answer using only the document.\n\n"
@@ -74,6 +77,7 @@ class FakeConfig:
     crash_stage: str | None = None  # raise a plain RuntimeError (a bug) when this stage starts
     notice: str | None = None  # a run-less Notice yielded at the start of each stream
     calibration: CostModel | None = None  # the engine's cost_model; None: not calibrated
+    n_ctx: int = 32768  # the target's window: a smaller one makes long_pdf longer than it
 
     def make_fast(self) -> None:
         """No waits at all: an A/B suite of many runs finishes in a blink."""
@@ -109,7 +113,7 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
     def __init__(self, settings: ModelSettings, config: FakeConfig) -> None:
         self.settings = settings
         self.config = config
-        self.info = FakeInfo(positions_supported=config.positions_supported)
+        self.info = FakeInfo(positions_supported=config.positions_supported, n_ctx=config.n_ctx)
         self.cost_model = config.calibration
         self.requests: list[dict] = []
         self.closed = False
@@ -139,10 +143,15 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
     def estimate(self, n_tokens: int, settings) -> dict | None:
         if self.cost_model is None:
             return None
-        return self.cost_model.estimate(n_tokens, settings.keep, settings.draft_window)
+        return self.cost_model.estimate(n_tokens, settings.keep, settings.draft_window,
+                                        self.window_fit(n_tokens, settings).budget)
+
+    def window_fit(self, n_tokens: int, settings: RunSettings, document_tokens: int | None = None) -> WindowFit:
+        doc = n_tokens if document_tokens is None else document_tokens
+        return WindowFit(n_tokens, doc, self.info.n_ctx, settings.max_new_tokens)
 
     def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str:
-        if settings.force:
+        if settings.force or not self.window_fit(n_tokens, settings).fits:
             return ""
         if settings.min_tokens is None and self.cost_model is not None:
             pays_off = self.cost_model.pays_off(n_tokens, settings.keep, settings.draft_window)
@@ -159,7 +168,7 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
         prompt, doc_span = build_prompt(document.text, question)
         runs = run_order(mode, spec_first)
         for run in runs:
-            yield from self._run(run, prompt, doc_span, settings, cancel)
+            yield from self._run(run, prompt, doc_span, for_run(run, settings, len(runs) > 1), cancel)
 
     # --- one run ---------------------------------------------------------------------------
 
@@ -175,11 +184,13 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
     def _run(self, run: str, prompt: str, doc_span: tuple[int, int], settings: RunSettings, cancel: CancelToken):
         cfg = self.config
         n_tokens = len(prompt) // CHARS_PER_TOKEN
+        window = self.window_fit(n_tokens, settings, (doc_span[1] - doc_span[0]) // CHARS_PER_TOKEN)
         yield self._stage(run, "tokenizing", cancel)
         wait(cfg.stage_s, cancel)
         reason = self.bypass_reason(n_tokens, settings) if run == "spec" else ""
         bypassed = bool(reason)
-        prefill_tokens, kept_fraction = n_tokens, 1.0
+        fit = self._fit_fields(run, window, settings)
+        prefill_tokens, kept_fraction = n_tokens - fit["truncated_tokens"], 1.0
         if bypassed:
             yield Notice("spec", f"bypassed: {reason}")
         elif run == "spec":
@@ -188,10 +199,12 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
                 wait(cfg.draft_step_s, cancel)
                 yield Progress(run, "draft", n_tokens * step // cfg.draft_steps, n_tokens)
             yield self._stage(run, "select", cancel)
-            selection = make_selection(prompt, doc_span, settings)
+            selection = make_selection(prompt, doc_span, replace(settings, keep=window.spec_keep(settings.keep)))
             yield SelectionMade(run, selection)
             kept_tokens = sum(chunk_length(selection, i) for i in selection.kept_chunks)
             prefill_tokens, kept_fraction = kept_tokens, kept_tokens / n_tokens
+            if not window.fits:
+                fit["seen_fraction"] = seen_fraction(window.document_tokens, min(kept_tokens, window.document_tokens))
         yield self._stage(run, "prefill", cancel)
         step_s = cfg.baseline_prefill_step_s if run == "baseline" and cfg.baseline_prefill_step_s else cfg.prefill_step_s
         for step in range(1, cfg.prefill_steps + 1):
@@ -206,14 +219,30 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
         yield self._stage(run, "done", cancel)
         positions = "contiguous"
         if run == "spec" and not bypassed:
-            positions = "restore" if settings.positions != "renumber" and cfg.positions_supported else "renumber"
+            gapped = "restore" if window.fits else "compress"  # Engine.resolve_positions
+            positions = gapped if settings.positions != "renumber" and cfg.positions_supported else "renumber"
         ttft = cfg.baseline_ttft_s if run == "baseline" or bypassed else cfg.spec_ttft_s
         yield RunFinished(run, RunResult(
-            run=run, answer=answer, prompt_tokens=n_tokens, prefill_tokens=prefill_tokens, ttft_s=ttft,
-            decode_tok_s=42.0, generated_tokens=len(words), tokenize_s=0.01, target_prefill_s=ttft * 0.9,
-            draft_s=0.3 if run == "spec" else 0.0, kept_fraction=kept_fraction, positions=positions,
-            bypassed=bypassed, bypass_reason=reason, stop_reason="eos",
+            run=run, answer=answer, prompt_tokens=n_tokens - fit["truncated_tokens"], prefill_tokens=prefill_tokens,
+            ttft_s=ttft, decode_tok_s=42.0, generated_tokens=len(words), tokenize_s=0.01,
+            target_prefill_s=ttft * 0.9, draft_s=0.3 if run == "spec" else 0.0, kept_fraction=kept_fraction,
+            positions=positions, bypassed=bypassed, bypass_reason=reason, stop_reason="eos",
+            document_tokens=window.document_tokens, **fit,
         ))
+
+    @staticmethod
+    def _fit_fields(run: str, window: WindowFit, settings: RunSettings) -> dict:
+        """How a run fits a too-long prompt, as Engine labels it: SpecPrefill by its selection (the
+        share seen follows the selection), the full prefill cut to fit or refused."""
+        if window.fits:
+            return dict(fit="fits", seen_fraction=1.0, truncated_tokens=0)
+        if run == "spec":
+            return dict(fit="selected", seen_fraction=1.0, truncated_tokens=0)
+        if not settings.truncate:
+            raise ContextOverflowError(f"{window.prompt_tokens} tokens do not fit the {window.n_ctx}-token window")
+        cut = window.prompt_tokens - window.budget
+        return dict(fit="truncated", seen_fraction=seen_fraction(window.document_tokens, window.document_tokens - cut),
+                    truncated_tokens=cut)
 
 
 def spec_answer(keep: float) -> str:

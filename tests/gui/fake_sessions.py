@@ -29,6 +29,11 @@ SPEC_SERVED = ("spec", "spec_cached_draft")
 BACKGROUND_LETGO_S = 2.0  # how long a foreground run waits for the background to let go of the target
 
 
+def for_run(run: str, settings: RunSettings, compare: bool) -> RunSettings:
+    """As Engine._for_run: a compare's full prefill of a too-long document is cut to fit, not refused."""
+    return replace(settings, truncate=True) if compare and run == "baseline" else settings
+
+
 @dataclass
 class FakeSessionConfig:
     """The session timings; tests change them on engine_factory.engine.session_config."""
@@ -94,7 +99,7 @@ class FakeSessions:
         with self._holding_target():
             yield from self._notices()
             for run in run_order("both", spec_first):
-                yield from self._session_run(run, session, question, settings, cancel)
+                yield from self._session_run(run, session, question, for_run(run, settings, True), cancel)
 
     def _notices(self):
         if self.config.notice:  # as the fake's stream: a run-less Notice first

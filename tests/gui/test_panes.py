@@ -12,7 +12,7 @@ from engine.core.settings import RunSettings
 from desktop.answer_diff import AnswerCompareView, word_diff
 from desktop import comparison_bar
 from desktop.comparison_bar import ComparisonBar
-from desktop.run_pane import RunPane
+from desktop.run_pane import RunPane, eta_seconds, stage_predictions
 from tests.gui.conftest import build_prompt, make_selection
 
 
@@ -173,3 +173,137 @@ def test_a_late_agreement_never_overwrites_newer_results(qtbot, monkeypatch):
     release.set()
     qtbot.wait(200)
     assert bar.agreement.text() == "Answer agreement: —"
+
+
+# --- a document longer than the target's window ------------------------------------------------
+
+
+def test_a_truncated_full_prefill_says_how_much_it_saw(qtbot):
+    pane = RunPane("baseline", "Full prefill")
+    qtbot.addWidget(pane)
+    pane.begin(max_new_tokens=10)
+    pane.apply(RunFinished("baseline", result(run="baseline", prompt_tokens=32256, prefill_tokens=32256,
+                                               kept_fraction=1.0, document_tokens=62114, fit="truncated",
+                                               seen_fraction=0.52, truncated_tokens=29858)))
+    assert not pane.fit.isHidden()
+    assert pane.fit.text() == "truncated: saw 52% of the document"
+    pane.begin(max_new_tokens=10)  # the next run starts without the last one's label
+    assert pane.fit.isHidden() and pane.fit.text() == ""
+
+
+def test_a_spec_run_fitted_by_selection_says_how_much_it_saw(spec_pane):
+    spec_pane.apply(RunFinished("spec", result(prompt_tokens=62114, prefill_tokens=11180, kept_fraction=0.18,
+                                               positions="compress", document_tokens=62000, fit="selected",
+                                               seen_fraction=0.18)))
+    assert not spec_pane.fit.isHidden()
+    assert spec_pane.fit.text() == "fit by selection: saw 18% of the document"
+    assert spec_pane.positions.text() == "compress (gaps shrunk to fit)"
+
+
+def test_a_run_that_saw_the_whole_document_has_no_fit_label(spec_pane):
+    spec_pane.apply(RunFinished("spec", result(document_tokens=7900)))
+    assert spec_pane.fit.isHidden()
+    assert spec_pane.fit.text() == ""
+
+
+def test_a_long_draft_stage_shows_its_progress(spec_pane):
+    """A document of several windows: the draft scores all of it, segment by segment."""
+    spec_pane.apply(StageChanged("spec", "draft"))
+    spec_pane.apply(Progress("spec", "draft", 48_500, 212_400))
+    assert spec_pane.status.text() == "Draft scoring 48,500 of 212,400 tokens"
+    assert (spec_pane.progress.value(), spec_pane.progress.maximum()) == (48_500, 212_400)
+
+
+def test_the_speedup_over_a_truncated_full_prefill_says_so(qtbot):
+    bar = ComparisonBar()
+    qtbot.addWidget(bar)
+    bar.show_results(result(run="baseline", ttft=3.84, fit="truncated", seen_fraction=0.64), result(ttft=2.42))
+    assert bar.speedup.text() == "Speed-up: 1.59× (TTFT 3.84 s → 2.42 s, full prefill truncated)"
+
+
+# --- about how long is left, from the calibrated cost model -------------------------------------
+
+ESTIMATE = {"baseline_ttft_s": 300.0, "spec_ttft_s": 260.0, "draft_s": 200.0, "target_prefill_s": 60.0}
+
+
+def test_eta_is_the_predicted_stage_time_times_the_share_left():
+    assert eta_seconds(200.0, 0, 8000) == 200.0
+    assert eta_seconds(200.0, 2000, 8000) == 150.0
+    assert eta_seconds(200.0, 8000, 8000) == 0.0
+    assert eta_seconds(200.0, 9000, 8000) == 0.0  # never below nothing left
+    assert eta_seconds(None, 2000, 8000) is None  # not calibrated
+    assert eta_seconds(200.0, 0, 0) is None  # no total to take a share of
+
+
+def test_each_run_is_timed_by_its_own_stages():
+    assert stage_predictions("spec", ESTIMATE) == {"draft": 200.0, "prefill": 60.0}
+    assert stage_predictions("baseline", ESTIMATE) == {"prefill": 300.0}
+    assert stage_predictions("spec", ESTIMATE, bypassed=True) == {"prefill": 300.0}  # it runs a full prefill
+    assert stage_predictions("spec", None) is None
+
+
+def eta(pane: RunPane) -> str | None:
+    """The pane's "about … left", or None while it is hidden."""
+    return None if pane.eta.isHidden() else pane.eta.text()
+
+
+def test_a_predicted_draft_stage_counts_down_and_the_eta_goes_when_the_run_ends(qtbot):
+    pane = RunPane("spec", "SpecPrefill")
+    qtbot.addWidget(pane)
+    pane.begin(10, stage_seconds=stage_predictions("spec", ESTIMATE))
+    assert eta(pane) is None
+    pane.apply(StageChanged("spec", "tokenizing"))
+    assert eta(pane) is None
+    pane.apply(StageChanged("spec", "draft"))
+    assert eta(pane) == "about 3m20s left"
+    pane.apply(Progress("spec", "draft", 53_100, 212_400))
+    assert eta(pane) == "about 2m30s left"
+    pane.apply(Progress("spec", "draft", 159_300, 212_400))
+    assert eta(pane) == "about 50s left"
+    pane.apply(StageChanged("spec", "select"))
+    assert eta(pane) is None
+    pane.apply(StageChanged("spec", "prefill"))
+    assert eta(pane) == "about 1m00s left"
+    pane.apply(Progress("spec", "prefill", 800, 1600))
+    assert eta(pane) == "about 30s left"
+    pane.apply(StageChanged("spec", "generating"))
+    assert eta(pane) is None
+    pane.apply(StageChanged("spec", "draft"))  # (as if) timed again, then the result lands
+    pane.apply(RunFinished("spec", result()))
+    assert eta(pane) is None and pane.eta.text() == ""
+
+
+def test_a_full_prefill_pane_times_its_prefill(qtbot):
+    pane = RunPane("baseline", "Full prefill")
+    qtbot.addWidget(pane)
+    pane.begin(10, stage_seconds=stage_predictions("baseline", ESTIMATE))
+    pane.apply(StageChanged("baseline", "prefill"))
+    assert eta(pane) == "about 5m00s left"
+    pane.apply(Progress("baseline", "prefill", 2000, 8000))
+    assert eta(pane) == "about 3m45s left"
+
+
+def test_cancel_failure_and_a_new_run_hide_the_eta(qtbot):
+    pane = RunPane("spec", "SpecPrefill")
+    qtbot.addWidget(pane)
+    for end in (pane.mark_cancelling, pane.mark_cancelled, lambda: pane.mark_failed("context overflow")):
+        pane.begin(10, stage_seconds=stage_predictions("spec", ESTIMATE))
+        pane.apply(Progress("spec", "draft", 1000, 8000))
+        assert eta(pane) == "about 2m55s left"
+        end()
+        assert eta(pane) is None
+    pane.begin(10, stage_seconds=stage_predictions("spec", ESTIMATE))
+    pane.apply(Progress("spec", "draft", 1000, 8000))
+    pane.begin(10)  # the next run, on a machine no longer calibrated
+    assert eta(pane) is None
+    pane.apply(Progress("spec", "draft", 1000, 8000))
+    assert eta(pane) is None
+
+
+def test_a_pane_without_a_prediction_shows_no_eta(spec_pane):
+    spec_pane.apply(StageChanged("spec", "draft"))
+    spec_pane.apply(Progress("spec", "draft", 48_500, 212_400))
+    assert spec_pane.status.text() == "Draft scoring 48,500 of 212,400 tokens"  # the progress, as ever
+    assert eta(spec_pane) is None and spec_pane.eta.text() == ""
+    spec_pane.apply(Progress("spec", "prefill", 800, 1600))
+    assert eta(spec_pane) is None

@@ -89,3 +89,48 @@ def test_the_prediction_waits_for_the_reloaded_engine(calibrated, window, qtbot,
     window.controls.keep_slider.setValue(50)  # no engine: nothing to predict yet
     assert window.doc_info.prediction.text() == ""
     qtbot.waitUntil(lambda: window.doc_info.prediction.text() == AT_50, timeout=3000)
+
+
+# --- a document longer than the target's window ------------------------------------------------
+# With a 4,096-token window and the default 256 new tokens the target may prefill 3,840 tokens:
+# long_pdf's 6,000 are 1.5 windows, and a full prefill sees its first 64%.
+
+OVER_WINDOW = ("6,000 tokens · 1.5× the 4,096-token window · SpecPrefill keeps 20% (fits by selection); "
+               "a full prefill would see only the first 64%")
+
+
+@pytest.fixture
+def small_window(fake_config):
+    fake_config.n_ctx = 4096
+
+
+def test_a_document_over_the_window_says_what_each_run_will_see(small_window, window, qtbot, long_pdf):
+    open_counted(window, qtbot, long_pdf)
+    assert window.doc_info.details.text() == f"3 pages · 24,002 characters · {OVER_WINDOW}"
+    assert window.doc_info.bypass.text() == WILL_RUN  # never bypassed: the selection is what makes it fit
+    window.controls.keep_slider.setValue(90)  # more than fits: SpecPrefill keeps what does
+    assert window.doc_info.details.text().endswith(
+        "SpecPrefill keeps 64% (fits by selection); a full prefill would see only the first 64%")
+
+
+def test_a_document_within_the_window_shows_its_count_alone(window, qtbot, long_pdf):
+    open_counted(window, qtbot, long_pdf)
+    assert window.doc_info.details.text() == "3 pages · 24,002 characters · 6,000 tokens"
+
+
+def test_the_window_line_goes_with_the_engine_and_comes_back_with_it(small_window, window, qtbot, long_pdf,
+                                                                     fake_config):
+    open_counted(window, qtbot, long_pdf)
+    fake_config.load_step_s = 0.05
+    window.reload_action.trigger()
+    assert window.doc_info.details.text().endswith("· 6,000 tokens")  # the window is the loaded engine's
+    qtbot.waitUntil(lambda: window.doc_info.details.text().endswith(OVER_WINDOW), timeout=3000)
+
+
+def test_the_predicted_full_prefill_of_a_document_over_the_window_is_its_cut_prompt(small_window, calibrated,
+                                                                                    window, qtbot, long_pdf):
+    open_counted(window, qtbot, long_pdf)
+    # The full prefill is cut to 3,840 tokens (3.84 s); SpecPrefill's draft reads all 6,000 (1.20 s).
+    assert window.doc_info.prediction.text() == (
+        "Predicted TTFT at keep 20%: full prefill (cut to fit) 3.84 s → SpecPrefill 2.42 s "
+        "(draft 1.20 s + prefill 1.22 s) · speed-up 1.59×")

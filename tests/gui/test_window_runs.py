@@ -7,9 +7,11 @@ import time
 import pytest
 from PySide6.QtCore import QTimer
 
+from engine.core.events import Progress, StageChanged
+from engine.pipeline.costmodel import CostModel, Quadratic
 from desktop.question_bar import PRESETS
 from desktop.settings_store import RunPreferences
-from tests.gui.conftest import BASELINE_ANSWER, SPEC_ANSWER, wait_run_done
+from tests.gui.conftest import BASELINE_ANSWER, SPEC_ANSWER, open_and_ask, wait_run_done
 
 
 def test_compare_fills_both_panes_the_comparison_and_the_heatmap(loaded_window, qtbot, engine_factory):
@@ -270,3 +272,75 @@ def test_dropping_a_file_during_a_run_is_refused(loaded_window, qtbot, fake_conf
     window.controls.cancel_button.click()
     wait_run_done(qtbot, window, timeout=1000)
     assert window.documents.document.path.name == "report.pdf"
+
+
+def test_a_compare_on_a_document_over_the_window_labels_what_each_run_saw(make_window, qtbot, fake_config,
+                                                                        long_pdf):
+    """A 4,096-token window (3,840 for the prompt): long_pdf's 6,000 tokens are cut for the full
+    prefill, and SpecPrefill fits them by its selection."""
+    fake_config.n_ctx = 4096
+    window = open_and_ask(make_window(), qtbot, long_pdf, "Summarize this document")
+    window.controls.compare_button.click()
+    wait_run_done(qtbot, window)
+    assert (window.baseline_pane.result.fit, window.spec_pane.result.fit) == ("truncated", "selected")
+    assert window.baseline_pane.fit.text() == "truncated: saw 64% of the document"
+    assert window.spec_pane.fit.text() == "fit by selection: saw 19% of the document"
+    thread = window.thread_view.text()
+    assert "truncated: saw 64% of the document" in thread
+    assert "fit by selection: saw 19% of the document" in thread
+
+
+# --- about how long is left, from the calibrated cost model -------------------------------------
+
+# 50 ms per token of target prefill, 10 ms per token of draft scoring: at keep 20% long_pdf's 6,000
+# tokens predict a 60 s draft and a 60.8 s prefill (1,216 kept) for SpecPrefill, 300 s for the full prefill.
+SLOW_CALIBRATION = CostModel(target_prefill=Quadratic(0.0, 0.05, 0.0), draft=Quadratic(0.0, 0.01, 0.0))
+
+
+def record_etas(window) -> list[tuple[str, str, str, str | None]]:
+    """(run, "stage" or "progress", stage, the pane's ETA or None while hidden) after each such event."""
+    seen = []
+
+    def record(event) -> None:  # connected after the window's own slot: the pane has taken the event
+        if isinstance(event, (StageChanged, Progress)):
+            eta = window.panes[event.run].eta
+            kind = "stage" if isinstance(event, StageChanged) else "progress"
+            seen.append((event.run, kind, event.stage, None if eta.isHidden() else eta.text()))
+
+    window.runs.event.connect(record)
+    return seen
+
+
+def test_a_calibrated_compare_shows_each_stage_counting_down(make_window, qtbot, fake_config, long_pdf):
+    fake_config.calibration = SLOW_CALIBRATION
+    window = open_and_ask(make_window(), qtbot, long_pdf, "Summarize this document")
+    seen = record_etas(window)
+    window.controls.compare_button.click()
+    assert window.baseline_pane.eta.isHidden()  # queued behind SpecPrefill: nothing to time yet
+    wait_run_done(qtbot, window)
+
+    def etas(run: str, kind: str, stage: str) -> list[str | None]:
+        return [eta for r, k, s, eta in seen if (r, k, s) == (run, kind, stage)]
+
+    assert etas("spec", "stage", "draft") == ["about 1m00s left"]
+    assert etas("spec", "progress", "draft") == [f"about {s}s left" for s in (50, 40, 30, 20, 10, 0)]
+    assert etas("spec", "stage", "prefill") == ["about 1m01s left"]
+    assert etas("spec", "progress", "prefill") == [f"about {s}s left" for s in (46, 30, 15, 0)]
+    assert etas("baseline", "stage", "prefill") == ["about 5m00s left"]
+    assert etas("baseline", "progress", "prefill") == [
+        "about 3m45s left", "about 2m30s left", "about 1m15s left", "about 0s left"]
+    for run in ("spec", "baseline"):
+        assert etas(run, "stage", "tokenizing") == etas(run, "stage", "generating") == [None]
+    assert etas("spec", "stage", "select") == [None]
+    for pane in window.panes.values():  # finished: no ETA left behind
+        assert pane.status.text().startswith("Done")
+        assert pane.eta.isHidden() and pane.eta.text() == ""
+
+
+def test_an_uncalibrated_run_shows_no_eta(loaded_window, qtbot):
+    window = loaded_window
+    seen = record_etas(window)
+    window.controls.spec_button.click()
+    wait_run_done(qtbot, window)
+    assert [kind for _, kind, _, _ in seen].count("progress") == 10  # 6 draft and 4 prefill steps
+    assert {eta for *_, eta in seen} == {None}

@@ -219,3 +219,29 @@ def test_threshold_and_max_new_tokens_reach_the_engine(loaded_window, qtbot, eng
     qtbot.waitUntil(lambda: not window.runs.is_active, timeout=5000)
     settings = engine_factory.engine.requests[-1]["settings"]
     assert (settings.min_tokens, settings.max_new_tokens) == (None, 256)
+
+
+def test_compress_is_offered_and_greyed_out_like_restore_without_gapped_positions(make_window, fake_config):
+    fake_config.positions_supported = False
+    window = make_window()
+    combo = window.controls.positions
+    compress = combo.findData("compress")
+    assert compress >= 0, "compress comes from the schema's choices"
+    assert not combo.model().item(compress).isEnabled()
+    assert combo.model().item(combo.findData("renumber")).isEnabled()
+    window.controls.set_position_mode("compress")
+    assert window.controls.position_mode == "auto"
+
+
+def test_compress_is_selectable_where_gapped_positions_work(window):
+    combo = window.controls.positions
+    assert combo.model().item(combo.findData("compress")).isEnabled()
+    window.controls.set_position_mode("compress")
+    assert window.controls.position_mode == "compress"
+
+
+def test_a_selected_compress_falls_back_to_auto_when_the_runtime_rejects_gaps(window):
+    window.controls.set_position_mode("compress")
+    window.controls.set_restore_supported(False)
+    assert window.controls.position_mode == "auto"
+

@@ -48,6 +48,31 @@ def test_run_json_contract(cli):
     assert spec["positions"] == "restore" and spec["bypassed"] is False
 
 
+def test_run_a_document_longer_than_the_window_json_contract(cli, tmp_path):
+    """#11: `run --mode spec` needs no flag on a document longer than the window; `--mode both` cuts the
+    full prefill and labels it; both runs say how much of the document they saw."""
+    run, models, _ = cli
+    long_doc = tmp_path / "long.txt"
+    long_doc.write_text(DOC * 12)
+    base_args = ("run", "--doc", str(long_doc), "--question", "Which item is green?", "--keep", "0.2",
+                 "--chunk-size", "8", "--max-new-tokens", "4", "--json", *models)
+    spec_only = run(*base_args, "--mode", "spec")
+    assert spec_only.returncode == 0, spec_only.stderr
+    proc = run(*base_args, "--mode", "both")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    base, spec = report["runs"]["baseline"], report["runs"]["spec"]
+    assert report["prompt_tokens"] > 1024
+    assert base["fit"] == "truncated" and spec["fit"] == "selected"
+    assert base["document_tokens"] == spec["document_tokens"] > 1024
+    assert 0 < base["seen_fraction"] < 1 and 0 < spec["seen_fraction"] < 1
+    assert base["truncated_tokens"] > 0 and spec["positions"] == "compress"
+    assert spec["prefill_tokens"] <= 1024 - 4
+    refused = run(*base_args, "--mode", "baseline")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--mode spec" in refused.stderr
+
+
 def test_run_spec_below_threshold_is_bypassed(cli):
     run, models, doc = cli
     proc = run("run", "--doc", str(doc), "--question", "Which item is green?", "--mode", "spec",

@@ -250,33 +250,40 @@ def test_below_min_tokens_the_spec_run_is_bypassed(engine):
 
 
 def test_calibrated_prediction_replaces_the_fixed_threshold(engine, monkeypatch):
-    n = 300
+    n = 300  # with the answer's room (max new tokens 16) it fits the 512-token window
     slow_target = CostModel(target_prefill=Quadratic(0, 1.0, 0), draft=Quadratic(0, 0.01, 0))
     slow_draft = CostModel(target_prefill=Quadratic(0, 0.01, 0), draft=Quadratic(0, 1.0, 0))
-    settings = RunSettings(keep=0.2)
+    settings = RunSettings(max_new_tokens=16, keep=0.2)
     monkeypatch.setattr(engine, "cost_model", slow_target)
     assert engine.bypass_reason(n, settings) == ""  # SpecPrefill predicted to win, below 4096 too
-    assert engine.estimate(n, RunSettings(keep=0.2))["speedup"] > 1
+    assert engine.estimate(n, RunSettings(max_new_tokens=16, keep=0.2))["speedup"] > 1
     monkeypatch.setattr(engine, "cost_model", slow_draft)
     assert "predicted" in engine.bypass_reason(n, settings)
-    assert engine.bypass_reason(n, RunSettings(keep=0.2, force=True)) == ""
+    assert engine.bypass_reason(n, RunSettings(max_new_tokens=16, keep=0.2, force=True)) == ""
     timed_from_1024 = CostModel(target_prefill=Quadratic(0, 1.0, 0), draft=Quadratic(0, 0.01, 0),
                                 measurements={"draft": {"1024": 10.0}, "target": {"1024": 1000.0}})
     monkeypatch.setattr(engine, "cost_model", timed_from_1024)
     assert "shortest prompt this machine was calibrated at" in engine.bypass_reason(n, settings)
     # a threshold the user sets wins over the prediction
-    assert engine.bypass_reason(n, RunSettings(keep=0.2, min_tokens=100)) == ""
+    assert engine.bypass_reason(n, RunSettings(max_new_tokens=16, keep=0.2, min_tokens=100)) == ""
+
+
+def test_a_prompt_longer_than_the_window_is_never_bypassed(engine):
+    settings = RunSettings(keep=0.2, min_tokens=4096, max_new_tokens=256)
+    assert engine.bypass_reason(300, settings) == ""  # 300 + 256 > 512: only SpecPrefill's selection fits it
+    assert "threshold" in engine.bypass_reason(200, settings)
 
 
 # -- failures --------------------------------------------------------------------------
 
 def test_a_prompt_longer_than_the_context_is_refused_with_the_numbers(engine):
+    """A full prefill alone is refused (a compare cuts it, SpecPrefill selects: test_long_documents)."""
     long_document = DOCUMENT * 4
     settings = spec_settings()
     n = engine.prepare(long_document, QUESTION, settings).n_tokens
     assert n > 512
     with pytest.raises(ContextOverflowError) as err:
-        list(engine.stream(long_document, QUESTION, "both", settings))
+        list(engine.stream(long_document, QUESTION, "baseline", settings))
     message = str(err.value)
     assert f"{n} tokens" in message
     assert str(n + MAX_NEW) in message

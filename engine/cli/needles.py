@@ -1,0 +1,76 @@
+"""`specprefill needles`: needle retrieval in real text longer than the window (draft only, or end to end)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.cli.loading import load_engine
+from engine.cli.options import add_model_options, add_run_options, int_list, path_arg, run_settings_from
+from engine.core.cancel import CancelToken
+from engine.eval.needles import (DEPTHS, DRAFT_READS, as_json, ask_needle, draft_keeps_needle, haystack,
+                                 insert_needle, needle_for)
+from engine.ingest import load_document
+
+
+def _depths(value: str) -> list[int]:
+    depths = _integers(value)
+    if not depths or min(depths) < 0 or max(depths) > 100:
+        raise argparse.ArgumentTypeError(f"depths are percentages of the text, 0..100; got {value!r}")
+    return depths
+
+
+def _integers(value: str) -> list[int]:
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("needles", help="needle retrieval in real documents joined to a length, "
+                                              "one distinct fact per depth")
+    p.add_argument("--doc", type=path_arg, action="append", required=True,
+                   help="a real document for the haystack (repeat: they are joined in order)")
+    p.add_argument("--lengths", type=int_list, default=[49152])
+    p.add_argument("--depths", type=_depths, default=list(DEPTHS),
+                   help="percent of the text; each depth gets its own fact (the nearest of 10,30,50,70,90's)")
+    p.add_argument("--mode", choices=("spec", "both", "baseline"), default="spec",
+                   help="end to end: SpecPrefill, the truncated full prefill, or both")
+    p.add_argument("--draft-only", choices=DRAFT_READS, action="append",
+                   help="score with the draft only and report whether the selection keeps the fact, reading "
+                        "past the draft's window in segments or in one pass (repeat to compare)")
+    p.add_argument("--json", action="store_true")
+    add_run_options(p)
+    add_model_options(p)
+    p.set_defaults(command=command, max_new_tokens=32)
+    return p
+
+
+def command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    settings = run_settings_from(args)
+    texts = [load_document(path, cancel=cancel).text for path in args.doc]
+    engine = load_engine(args, cancel, quiet=args.json)
+    rows = []
+    try:
+        for n_tokens in args.lengths:
+            text = haystack(engine, texts, n_tokens)
+            for depth in args.depths:
+                needle = needle_for(depth)
+                doc = insert_needle(text, depth / 100, needle)
+                if args.draft_only:
+                    found = [draft_keeps_needle(engine, doc, needle, depth / 100, read, settings, cancel)
+                             for read in args.draft_only]
+                else:
+                    found = ask_needle(engine, doc, needle, depth / 100, args.mode, settings, cancel)
+                for row in as_json(found):
+                    rows.append({"length": n_tokens, **row})
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # as it comes: a run takes minutes
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps({"settings": {"keep": settings.keep, "draft_window": settings.draft_window,
+                                       "n_ctx": engine.info.n_ctx, "positions": settings.positions},
+                          "docs": [str(p) for p in args.doc], "rows": rows}, indent=2))
+    return 0

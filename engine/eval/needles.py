@@ -1,0 +1,167 @@
+"""Needle retrieval in documents longer than the window: one distinct fact at a chosen depth of real text.
+
+The haystack is real documents joined and cut to a token length. Each depth gets its own fact
+(a name and a number that appear nowhere else), placed at a line break near that share of the
+text. Two measures:
+- draft only (`draft_keeps_needle`): does the draft's selection keep the fact's tokens? It compares
+  ways for the draft to read past its window (segments, or one pass at positions it was not
+  trained on) without paying for the target;
+- end to end (`ask_needle`): the answer of a SpecPrefill run and/or the truncated full prefill.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from engine.core.cancel import NEVER, CancelToken
+from engine.core.events import RunFinished, RunResult, Selection, SelectionMade
+from engine.core.settings import RunSettings
+from engine.core.steps import run_to_end
+from engine.draft.segments import iter_score_segments
+from engine.draft.selection import kept_token_indices, plan_selection
+from engine.eval.metrics import is_correct
+from engine.llama.prompt import token_char_offsets
+from engine.pipeline import Engine
+
+
+@dataclass(frozen=True)
+class Needle:
+    fact: str
+    question: str
+    answer: str
+
+
+# One per depth: names and numbers that occur in no sample document.
+NEEDLES: tuple[Needle, ...] = (
+    Needle("The archive vault of the Halvorsen Institute opens with the access code 7391.",
+           "What is the access code of the Halvorsen Institute's archive vault?", "7391"),
+    Needle("Captain Ilse Marrow logged exactly 4826 nautical miles on her last voyage.",
+           "How many nautical miles did Captain Ilse Marrow log on her last voyage?", "4826"),
+    Needle("The Quillon Bridge in Tarsvik is painted in a colour called saffron teal.",
+           "What colour is the Quillon Bridge in Tarsvik painted?", "saffron teal"),
+    Needle("The Brenwick observatory's main telescope has a mirror 317 centimetres wide.",
+           "How wide is the mirror of the Brenwick observatory's main telescope?", "317"),
+    Needle("Professor Odalys Venn keeps her spare keys in a tin labelled Juniper-58.",
+           "What label is on the tin where Professor Odalys Venn keeps her spare keys?", "Juniper-58"),
+)
+
+DEPTHS = (10, 30, 50, 70, 90)  # percent: NEEDLES[i] goes at DEPTHS[i], so a depth always gets the same fact
+DRAFT_READS = ("segments", "one_pass")  # how the draft reads a prompt longer than its window
+
+
+def needle_for(depth: int) -> Needle:
+    """The fact placed at `depth` percent: the same one in every run, whatever else is measured."""
+    nearest = min(range(len(DEPTHS)), key=lambda i: abs(DEPTHS[i] - depth))
+    return NEEDLES[nearest]
+
+
+def haystack(engine: Engine, texts: list[str], n_tokens: int) -> str:
+    """The texts joined, cut at n_tokens tokens (the cut falls between whole tokens)."""
+    tokens: list[int] = []
+    for text in texts:
+        tokens += engine.tokenize(text + "\n\n")
+        if len(tokens) >= n_tokens:
+            break
+    if len(tokens) < n_tokens:
+        raise ValueError(f"the documents hold {len(tokens)} tokens, fewer than the {n_tokens} asked for")
+    return engine.detokenize(tokens[:n_tokens])
+
+
+def insert_needle(text: str, depth: float, needle: Needle) -> str:
+    """The fact on a line of its own at the first line break after `depth` of the text."""
+    at = text.find("\n", int(len(text) * depth))
+    at = len(text) if at < 0 else at
+    return f"{text[:at]}\n{needle.fact}\n{text[at:]}"
+
+
+def needle_token_span(engine: Engine, prompt, needle: Needle) -> tuple[int, int]:
+    """The prompt tokens that spell the fact (located through the text's character offsets)."""
+    text = prompt.parts.text
+    start_char = text.index(needle.fact)
+    end_char = start_char + len(needle.fact)
+    offsets = np.asarray(token_char_offsets(engine.runtime.model, prompt))
+    inside = np.nonzero((offsets >= start_char) & (offsets < end_char))[0]
+    return int(inside[0]), int(inside[-1]) + 1
+
+
+@dataclass(frozen=True)
+class DraftNeedle:
+    depth: float
+    read: str  # segments | one_pass
+    n_tokens: int
+    needle_kept: float  # share of the fact's tokens in the kept chunks
+    kept_fraction: float
+    draft_s: float
+
+
+def draft_keeps_needle(engine: Engine, text: str, needle: Needle, depth: float, read: str,
+                       settings: RunSettings, cancel: CancelToken = NEVER) -> DraftNeedle:
+    """Score the prompt with the draft (in segments, or one pass past its window) and select as a
+    SpecPrefill run would (keep, at most what fits the window); how much of the fact is kept."""
+    prompt = engine.prepare(text, needle.question, settings)
+    tokens = prompt.tokens.tolist()
+    pass_tokens = engine.draft_pass_tokens(settings) if read == "segments" else 1 << 30
+    t0 = time.perf_counter()
+    score = run_to_end(iter_score_segments(engine.scorer, tokens, prompt.doc_token_span, pass_tokens,
+                                           settings.lookahead, settings.kernel, cancel, settings.draft_window))
+    draft_s = time.perf_counter() - t0
+    _, _, _, kept_idx = plan_selection(score.importance, settings.chunk_size, settings.keep, prompt.tail_start,
+                                       engine.selection_budget(prompt, settings))
+    a, b = needle_token_span(engine, prompt, needle)
+    kept = np.isin(np.arange(a, b), kept_idx).mean()
+    return DraftNeedle(depth, read, prompt.n_tokens, float(kept), len(kept_idx) / prompt.n_tokens, draft_s)
+
+
+@dataclass(frozen=True)
+class NeedleAnswer:
+    depth: float
+    run: str
+    correct: bool
+    answer: str
+    ttft_s: float
+    draft_s: float
+    target_prefill_s: float
+    prefill_tokens: int
+    document_tokens: int
+    fit: str
+    seen_fraction: float
+    positions: str
+    draft_peak_mem_bytes: int
+    needle_kept: float  # share of the fact's tokens the target saw
+
+
+def ask_needle(engine: Engine, text: str, needle: Needle, depth: float, mode: str, settings: RunSettings,
+               cancel: CancelToken = NEVER) -> list[NeedleAnswer]:
+    """One question about the needle, in `mode` (spec, baseline or both: the truncated full prefill)."""
+    prompt = engine.prepare(text, needle.question, settings)
+    span = needle_token_span(engine, prompt, needle)
+    answers, selection = [], None
+    for event in engine.stream(text, needle.question, mode, settings, cancel):
+        if isinstance(event, SelectionMade):
+            selection = event.selection
+        if isinstance(event, RunFinished):
+            r = event.result
+            kept = _spec_kept(selection, span, prompt.n_tokens) if r.run == "spec" and not r.bypassed else \
+                _full_kept(r, span, prompt.doc_token_span[0])
+            answers.append(NeedleAnswer(depth, r.run, is_correct(r.answer, [needle.answer]), r.answer, r.ttft_s,
+                                        r.draft_s, r.target_prefill_s, r.prefill_tokens, r.document_tokens, r.fit,
+                                        r.seen_fraction, r.positions, r.draft_peak_mem_bytes, kept))
+    return answers
+
+
+def _spec_kept(selection: Selection, span: tuple[int, int], n_tokens: int) -> float:
+    kept_idx = kept_token_indices(selection.kept_chunks, selection.chunk_size, n_tokens)
+    return float(np.isin(np.arange(*span), kept_idx).mean())
+
+
+def _full_kept(result: RunResult, span: tuple[int, int], doc_start: int) -> float:
+    """A full prefill sees the document's head: the fact's tokens before the cut."""
+    seen_end = doc_start + result.document_tokens - result.truncated_tokens
+    return float(np.mean(np.arange(*span) < seen_end))
+
+
+def as_json(rows) -> list[dict]:
+    return [asdict(row) for row in rows]
