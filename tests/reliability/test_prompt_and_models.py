@@ -46,8 +46,8 @@ def run_settings(**overrides) -> RunSettings:
 def test_a_prompt_over_the_context_is_refused_with_the_numbers(engine):
     n = engine.prepare(LONG_DOCUMENT, QUESTION, run_settings()).n_tokens
     assert n > N_CTX
-    with pytest.raises(ContextOverflowError) as err:
-        list(engine.stream(LONG_DOCUMENT, QUESTION, "both", run_settings()))
+    with pytest.raises(ContextOverflowError) as err:  # a full prefill alone (SpecPrefill fits it by selection)
+        list(engine.stream(LONG_DOCUMENT, QUESTION, "baseline", run_settings()))
     message = str(err.value)
     for number in (n, MAX_NEW, n + MAX_NEW, N_CTX, n + MAX_NEW - N_CTX):
         assert str(number) in message
@@ -61,10 +61,14 @@ def test_truncation_cuts_the_document_end_keeps_the_question_and_says_so(engine)
     notices = [e.message for e in events if isinstance(e, Notice)]
     results = {e.run: e.result for e in events if isinstance(e, RunFinished)}
     cut = full.n_tokens + MAX_NEW - N_CTX
-    assert len(notices) == 2 and all(f"its last {cut} of" in m and "question was kept" in m for m in notices)
+    cut_notices = [m for m in notices if f"its last {cut} of" in m and "question was kept" in m]
+    assert len(cut_notices) == 1  # the full prefill's; SpecPrefill reads the whole document and selects
+    base, spec = results["baseline"], results["spec"]
+    assert base.prompt_tokens == N_CTX - MAX_NEW
+    assert base.truncated_tokens == cut and base.truncated_chars > 0 and base.fit == "truncated"
+    assert spec.prompt_tokens == full.n_tokens and spec.truncated_tokens == 0 and spec.fit == "selected"
+    assert spec.prefill_tokens <= N_CTX - MAX_NEW
     for result in results.values():
-        assert result.prompt_tokens == N_CTX - MAX_NEW
-        assert result.truncated_tokens == cut and result.truncated_chars > 0
         assert result.generated_tokens == MAX_NEW
 
 
