@@ -252,22 +252,18 @@ def test_a_predicted_draft_stage_counts_down_and_the_eta_goes_when_the_run_ends(
     qtbot.addWidget(pane)
     pane.begin(10, stage_seconds=stage_predictions("spec", ESTIMATE))
     assert eta(pane) is None
-    pane.apply(StageChanged("spec", "tokenizing"))
-    assert eta(pane) is None
-    pane.apply(StageChanged("spec", "draft"))
-    assert eta(pane) == "about 3m20s left"
-    pane.apply(Progress("spec", "draft", 53_100, 212_400))
-    assert eta(pane) == "about 2m30s left"
-    pane.apply(Progress("spec", "draft", 159_300, 212_400))
-    assert eta(pane) == "about 50s left"
-    pane.apply(StageChanged("spec", "select"))
-    assert eta(pane) is None
-    pane.apply(StageChanged("spec", "prefill"))
-    assert eta(pane) == "about 1m00s left"
-    pane.apply(Progress("spec", "prefill", 800, 1600))
-    assert eta(pane) == "about 30s left"
-    pane.apply(StageChanged("spec", "generating"))
-    assert eta(pane) is None
+    for event, expected in [
+        (StageChanged("spec", "tokenizing"), None),
+        (StageChanged("spec", "draft"), "about 3m20s left"),
+        (Progress("spec", "draft", 53_100, 212_400), "about 2m30s left"),
+        (Progress("spec", "draft", 159_300, 212_400), "about 50s left"),
+        (StageChanged("spec", "select"), None),
+        (StageChanged("spec", "prefill"), "about 1m00s left"),
+        (Progress("spec", "prefill", 800, 1600), "about 30s left"),
+        (StageChanged("spec", "generating"), None),
+    ]:
+        pane.apply(event)
+        assert eta(pane) == expected, event
     pane.apply(StageChanged("spec", "draft"))  # (as if) timed again, then the result lands
     pane.apply(RunFinished("spec", result()))
     assert eta(pane) is None and pane.eta.text() == ""
