@@ -66,6 +66,7 @@ class _RowScorer:
 
     def __init__(self, cases: list[Case], keeps: list[str]) -> None:
         self._answers = {case.id: case.answers for case in cases}
+        self._key_points = {case.id: case.key_points for case in cases}
         self._keep_of_label = {run_label(keep): keep for keep in [None, *keeps]}
         self._baseline_answers: dict[str, str] = {}
 
@@ -74,7 +75,8 @@ class _RowScorer:
         if keep is None:
             self._baseline_answers[done.case_id] = done.result.answer
         reference = None if keep is None else self._baseline_answers[done.case_id]
-        return AbRow(done.case_id, keep, run_record(done.result, self._answers[done.case_id], reference))
+        return AbRow(done.case_id, keep, run_record(done.result, self._answers[done.case_id], reference,
+                                                    self._key_points[done.case_id]))
 
 
 def suite_job(engine: EngineLike, ctx: WorkerContext, request: AbRequest):

@@ -28,7 +28,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from engine.api import CancelToken
 from engine.api import Cancelled
-from engine.api import ModelSettings, RunSettings
+from engine.api import ModelSettings, RunSettings, nominal_keep
 from desktop.worker import Worker, WorkerContext, make_pool
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ class EngineHost(QObject):
         if engine is None:
             return None
         return Prediction(engine.estimate(n_tokens, settings), engine.bypass_reason(n_tokens, settings),
-                          engine.window_fit(n_tokens, settings), settings.keep)
+                          engine.window_fit(n_tokens, settings), nominal_keep(settings.keep))
 
     def shutdown(self) -> None:
         """Cancel the load and every job, wait until the engine thread has finished, then free the engine.

@@ -250,6 +250,8 @@ class MainWindow(QMainWindow):
         self.controls.cancelRequested.connect(self.cancel)
         self.controls.keepChanged.connect(self.store.save_keep_percent)
         self.controls.keepChanged.connect(lambda _percent: self._refresh_prediction())
+        self.controls.keepAutoChanged.connect(self.store.save_keep_auto)
+        self.controls.keepAutoChanged.connect(lambda _auto: self._refresh_prediction())
         self.controls.positions.currentIndexChanged.connect(
             lambda _i: self.store.save_position_mode(self.controls.position_mode)
         )
@@ -272,6 +274,7 @@ class MainWindow(QMainWindow):
 
     def _restore_ui_state(self) -> None:
         self.controls.set_keep_percent(self.store.keep_percent())
+        self.controls.set_keep_auto(self.store.keep_auto())
         self.controls.set_position_mode(self.store.position_mode())
         for pane in self.panes.values():
             pane.set_markdown(self.store.answer_markdown())
@@ -492,7 +495,7 @@ class MainWindow(QMainWindow):
         self.thread_view.set_clear_enabled(can_clear)
 
     def _run_settings(self) -> RunSettings:
-        return self.store.run_preferences().run_settings(self.controls.keep_fraction, self.controls.position_mode)
+        return self.store.run_preferences().run_settings(self.controls.keep, self.controls.position_mode)
 
     def _predict(self, settings: RunSettings) -> Prediction | None:
         """The prediction for the open document with `settings`; None before its tokens are counted."""

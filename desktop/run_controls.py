@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
 
-from engine.api import GAPPED_POSITIONS, RunSettings, option_of
+from engine.api import AUTO_KEEP, GAPPED_POSITIONS, RunSettings, option_of
 
 KEEP_MIN, KEEP_MAX = 5, 90  # percent: the slider's span, inside the schema's (0, 1]
 KEEP_DEFAULT = round(RunSettings.keep * 100)  # a dataclass keeps each field's default as a class attribute
@@ -20,6 +20,7 @@ class RunControls(QWidget):
     runRequested = Signal(str)  # "auto" | "both" | "baseline" | "spec"
     cancelRequested = Signal()
     keepChanged = Signal(int)
+    keepAutoChanged = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -32,6 +33,11 @@ class RunControls(QWidget):
         self.keep_label = QLabel()
         self.keep_label.setMinimumWidth(36)
         self.keep_slider.valueChanged.connect(self._on_keep)
+        self.keep_auto = QCheckBox("Auto")
+        self.keep_auto.setObjectName("keepAuto")
+        self.keep_auto.setToolTip("Let the draft's scores choose the keep for each question: less for a look-up, "
+                                  "more for a summary or a question about the whole document")
+        self.keep_auto.toggled.connect(self._on_keep_auto)
         self.positions = QComboBox()
         self.positions.setObjectName("positionMode")
         for mode in POSITIONS.choices:
@@ -69,6 +75,7 @@ class RunControls(QWidget):
         layout.addWidget(QLabel("Keep:"))
         layout.addWidget(self.keep_slider)
         layout.addWidget(self.keep_label)
+        layout.addWidget(self.keep_auto)
         layout.addSpacing(12)
         layout.addWidget(QLabel("Positions:"))
         layout.addWidget(self.positions)
@@ -86,8 +93,12 @@ class RunControls(QWidget):
         return self.keep_slider.value()
 
     @property
-    def keep_fraction(self) -> float:
-        return self.keep_slider.value() / 100.0
+    def keep(self) -> float | str:
+        """The keep the next run asks for: the slider's fraction, or auto."""
+        return AUTO_KEEP if self.keep_auto.isChecked() else self.keep_slider.value() / 100.0
+
+    def set_keep_auto(self, auto: bool) -> None:
+        self.keep_auto.setChecked(auto)
 
     @property
     def position_mode(self) -> str:
@@ -121,6 +132,11 @@ class RunControls(QWidget):
     def _on_keep(self, value: int) -> None:
         self.keep_label.setText(f"{value}%")
         self.keepChanged.emit(value)
+
+    def _on_keep_auto(self, auto: bool) -> None:
+        self.keep_slider.setEnabled(not auto)  # auto chooses per question: the slider's value waits
+        self.keep_label.setEnabled(not auto)
+        self.keepAutoChanged.emit(auto)
 
     def _model(self) -> QStandardItemModel:
         return self.positions.model()

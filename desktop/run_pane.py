@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (QFileDialog, QFormLayout, QFrame, QHBoxLayout, QL
 
 from engine.api import (SERVED_BY_LABELS, Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged,
                         TokenGenerated)
-from engine.api import (fit_note, format_count, format_duration, format_percent_short, format_rate,
+from engine.api import (fit_note, selection_note, format_count, format_duration, format_percent_short, format_rate,
                         format_seconds, write_text_atomic)
 from desktop.answer_export import answer_markdown, suggested_file_name
 from desktop.theme import text_css
@@ -360,7 +360,9 @@ class RunPane(QFrame):
             self.notice.setText(f"SpecPrefill bypassed{reason}")
             self.notice.show()
             return
-        self.kept.setText(f"{format_percent_short(result.kept_fraction)} of {format_count(result.prompt_tokens)} tokens")
+        kept = f"{format_percent_short(result.kept_fraction)} of {format_count(result.prompt_tokens)} tokens"
+        note = selection_note(result)
+        self.kept.setText(f"{kept} · {note}" if note else kept)
         self.positions.setText(POSITION_TEXT.get(result.positions, result.positions))
 
     # --- the answer: rendering, copy, save ------------------------------------------------------------

@@ -53,7 +53,7 @@ class RunSession(EngineJobSession):
 
     def start(self, request: RunRequest) -> bool:
         """Start a run; refused (False) while one is active or without an engine."""
-        log.info("run %s: keep=%.2f positions=%s", request.mode, request.settings.keep, request.settings.positions)
+        log.info("run %s: keep=%s positions=%s", request.mode, request.settings.keep, request.settings.positions)
         return self._start(request, f"{request.mode} run", lambda engine, ctx: _events(engine, request, ctx),
                            preempts_background=True)
 

@@ -38,7 +38,7 @@ def dialog_fields(cls: type) -> list[str]:
     return [name for name, option, _ in options(cls) if option.label]
 
 
-def _run_settings(self, keep: float, positions: str) -> RunSettings:
+def _run_settings(self, keep: float | str, positions: str) -> RunSettings:
     # The field names are RunSettings' own, so every preference carries over by name.
     return RunSettings(keep=keep, positions=positions, **asdict(self))
 
@@ -87,6 +87,13 @@ class SettingsStore:
 
     def save_keep_percent(self, percent: int) -> None:
         self._s.setValue("ui/keep_percent", percent)
+
+    def keep_auto(self) -> bool:
+        """Whether the keep is auto (chosen per question); off by default."""
+        return str(self._s.value("ui/keep_auto", 0)).lower() not in ("0", "false")
+
+    def save_keep_auto(self, auto: bool) -> None:
+        self._s.setValue("ui/keep_auto", int(auto))
 
     def position_mode(self) -> str:
         return self._read("ui/position_mode", RunSettings, "positions")

@@ -65,6 +65,8 @@ def case_json(case: Case, folder: Path) -> dict:
     obj = {"id": case.id, "kind": case.kind, "doc": doc_reference(case.doc, folder), "question": case.question}
     if case.answers is not None:
         obj["answers"] = list(case.answers)
+    if case.key_points is not None:
+        obj["key_points"] = [list(point) for point in case.key_points]
     return obj
 
 

@@ -21,14 +21,14 @@ from engine.core.formatting import (MISSING, format_accuracy, format_bytes, form
 from engine.core.events import (SERVED_BY_LABELS, BackgroundEnded, BackgroundEvent, BackgroundProgress,
                                 CompareResult, EngineEvent, Notice, Progress, RunFinished, RunName, RunResult,
                                 Selection, SelectionMade, Stage, StageChanged, TokenGenerated, run_order)
-from engine.core.settings import (DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, describe, option_of,
-                                  options, validate, value_type)
+from engine.core.settings import (AUTO_KEEP, DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, describe,
+                                  nominal_keep, option_of, options, validate, value_type)
 from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbFinished, AbProgress, AbRunDone, parse_keeps,
                             run_label, run_record, run_suite)
 from engine.eval.metrics import answer_agreement
 from engine.eval.report import quality_plot_png, render_html, ttft_plot_png, write_csv
 from engine.eval.results import (AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary, fit_note,
-                                 run_notes)
+                                 run_notes, selection_note)
 from engine.eval.suite import DEFAULT_KIND, Case, SuiteError, load_suite, parse_suite
 from engine.ingest import load_document
 from engine.ingest.document import Document
@@ -56,7 +56,7 @@ __all__ = [
     "AbCaseDone", "AbReport", "CaseRecord", "GroupSummary", "RunRecord", "RunSummary", "Summary", "format_accuracy",
     "calibrate_machine",
     "BackgroundEnded", "BackgroundEvent", "BackgroundProgress", "DocumentSession", "SERVED_BY_LABELS",
-    "SESSION_MODES", "GAPPED_POSITIONS", "fit_note", "run_notes",
+    "SESSION_MODES", "GAPPED_POSITIONS", "fit_note", "run_notes", "selection_note", "AUTO_KEEP", "nominal_keep",
     "format_bytes", "format_count", "format_percent", "format_percent_short", "format_rate", "format_ratio",
     "format_seconds",
 ]

@@ -33,14 +33,14 @@ from pathlib import Path
 from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, path_arg, run_settings_from
 from engine.core.cancel import CancelToken
-from engine.core.formatting import (MISSING, format_accuracy, format_count, format_duration, format_percent,
-                                    format_ratio, format_seconds)
+from engine.core.formatting import (MISSING, format_count, format_duration, format_percent, format_ratio,
+                                    format_seconds)
 from engine.core.settings import RunSettings
 from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbEvent, AbFinished, AbProgress, AbRunDone,
                             parse_keeps, run_suite, settings_record)
 from engine.eval.journal import JournalHeader, append_case, default_journal_path, read_journal, start_journal
 from engine.eval.report import write_csv, write_html
-from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunSummary, run_label, run_notes
+from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunSummary, accuracy_text, run_label, run_notes
 from engine.eval.suite import Case, load_suite
 
 JOURNAL_HELP = ("Each case is written, as it finishes, to a journal: OUT.journal.jsonl beside --report "
@@ -52,7 +52,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               epilog=JOURNAL_HELP)
     p.add_argument("--suite", type=path_arg, required=True, help="JSONL file, one case per line")
     p.add_argument("--keep", default=DEFAULT_KEEPS,
-                   help=f"comma-separated fractions of chunks to keep, each in (0, 1] (default {DEFAULT_KEEPS})")
+                   help=f"comma-separated fractions of chunks to keep, each in (0, 1], or auto (chosen per question "
+                        f"from the draft's scores) (default {DEFAULT_KEEPS})")
+    p.add_argument("--only", metavar="KIND[,KIND]", default=None,
+                   help="run only the cases of these kinds (a full suite takes hours on a CPU: run it in parts)")
     p.add_argument("--json", action="store_true", help="print one JSON object {summary, cases, environment}")
     p.add_argument("--report", type=path_arg, metavar="OUT.html", help="write a self-contained HTML report")
     p.add_argument("--csv", type=path_arg, metavar="OUT.csv", help="write one CSV row per case and run")
@@ -71,7 +74,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def command(args, cancel: CancelToken) -> int:
     # Everything that can be checked without the models is checked before loading them.
     keeps = parse_keeps(args.keep)
-    cases = load_suite(args.suite)
+    cases = only_kinds(load_suite(args.suite), args.only)
     settings = run_settings_from(args, keep=float(keeps[0]))  # each SpecPrefill run sets its own keep
     for out in (args.report, args.csv):
         if out is not None:
@@ -93,6 +96,18 @@ def command(args, cancel: CancelToken) -> int:
     else:
         print(format_summary(report))
     return 0
+
+
+def only_kinds(cases: list[Case], only: str | None) -> list[Case]:
+    """The cases of the listed kinds (all without a list); a kind the suite lacks is refused, naming those it has."""
+    if only is None:
+        return cases
+    wanted = [kind.strip() for kind in only.split(",") if kind.strip()]
+    present = sorted({case.kind for case in cases})
+    missing = [kind for kind in wanted if kind not in present]
+    if not wanted or missing:
+        raise AbError(f"no case of kind {(missing or [only])[0]!r} in the suite (its kinds: {', '.join(present)})")
+    return [case for case in cases if case.kind in wanted]
 
 
 def require_writable_folder(path: Path) -> None:
@@ -205,7 +220,7 @@ def _fit_lines(tallies: dict[str, str]) -> list[str]:
 
 
 def _summary_cells(label: str, s: RunSummary, with_cached: bool = False) -> tuple[str, ...]:
-    cells = (label, format_accuracy(s.accuracy, s.n_scored), format_percent(s.agreement),
+    cells = (label, accuracy_text(s), format_percent(s.agreement),
              format_seconds(s.mean_ttft_s), format_ratio(s.speedup), format_percent(s.mean_kept_fraction),
              _count(s.n_bypassed))
     return (*cells, _count(s.n_cached), format_seconds(s.cached_mean_ttft_s)) if with_cached else cells
@@ -217,8 +232,8 @@ def _count(n: int | None) -> str:
 
 def _kind_cells(kind: str, group: GroupSummary) -> tuple[str, ...]:
     def quality(s: RunSummary) -> str:
-        if s.accuracy is not None:
-            return format_percent(s.accuracy)
+        if s.accuracy is not None or s.key_point_coverage is not None:
+            return accuracy_text(s)
         return MISSING if s.agreement is None else f"agr {format_percent(s.agreement)}"
 
     return (kind, str(group.n_cases), *(quality(s) for _, s in group.runs()))

@@ -7,7 +7,7 @@ import json
 
 from engine.cli.options import add_settings_options
 from engine.core.cancel import CancelToken
-from engine.core.settings import RunSettings
+from engine.core.settings import RunSettings, nominal_keep
 from engine.pipeline import costmodel
 
 
@@ -21,7 +21,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
-    estimate = costmodel.require().estimate(args.tokens, args.keep, args.draft_window)
+    # keep auto is predicted at the keep it is expected to choose (the cost model needs a number)
+    estimate = costmodel.require().estimate(args.tokens, nominal_keep(args.keep), args.draft_window)
     if args.json:
         print(json.dumps(estimate, indent=2))
         return 0

@@ -37,10 +37,13 @@ def _converter(base: type, name: str, option: Option):
     """argparse `type=`: parse the text, then check it against the schema."""
 
     def convert(text: str) -> Any:
+        if text in option.words:
+            return text
         try:
             value = base(text)
         except ValueError:
             kind = {int: "a whole number", float: "a number"}.get(base, base.__name__)
+            kind = " or ".join((kind, *option.words))
             raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
         try:
             option.check(describe(name, option), value)

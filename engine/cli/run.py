@@ -11,7 +11,7 @@ from engine.cli.options import add_model_options, add_run_options, path_arg, run
 from engine.core.cancel import CancelToken
 from engine.core.events import Notice, RunFinished, RunResult, StageChanged, TokenGenerated
 from engine.core.settings import RUN_MODES
-from engine.eval.results import fit_label, seen_text
+from engine.eval.results import fit_label, seen_text, selection_note
 from engine.ingest import load_document
 
 
@@ -45,7 +45,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
                      "segments": len(document.segments), "warnings": document.warnings},
         "models": {"target": engine.info.target_name, "draft": engine.info.draft_name,
                    "device": engine.info.device, "target_device": engine.info.target_device,
-                   "restore_supported": engine.info.positions_supported},
+                   "flash_attn": engine.info.flash_attn, "restore_supported": engine.info.positions_supported},
     }
     if "baseline" in results and "spec" in results and results["spec"].ttft_s > 0:
         report["speedup"] = results["baseline"].ttft_s / results["spec"].ttft_s
@@ -94,6 +94,8 @@ def summary_line(r: RunResult) -> str:
                  f" | kept {r.kept_fraction:.1%} | positions {r.positions}")
         if r.bypassed:
             line += f" | BYPASSED: {r.bypass_reason} (use --force to run SpecPrefill anyway)"
+        elif selection_note(r):
+            line += f" | {selection_note(r)}"
     fit = fit_text(r)
     return f"{line} | {fit}" if fit else line
 

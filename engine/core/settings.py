@@ -21,12 +21,17 @@ PositionMode = Literal["auto", "restore", "renumber", "compress"]
 RunMode = Literal["baseline", "spec", "both"]
 Device = Literal["auto", "cuda", "mps", "cpu"]
 DraftQuant = Literal["none", "int8"]
+FlashAttn = Literal["auto", "on", "off"]
 
 RUN_MODES: tuple[str, ...] = get_args(RunMode)
 DEFAULT_MIN_TOKENS = 4096  # below about 4K tokens the draft costs more than it saves
 DRAFT_PREFILL_CHUNK = 1024  # tokens per draft prefill step: bounds memory, lets Cancel in between
 DRAFT_WINDOW_SINKS = 64  # first prompt tokens every query sees when the draft's prefill is windowed
 MAX_CONTEXT_DEFAULT = 32768  # n_ctx when unset: the target's trained window, at most this
+AUTO_KEEP = "auto"  # keep chosen per request from the draft's scores (engine.draft.keep_policy)
+AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING = 0.1, 0.4  # the range auto chooses in
+AUTO_KEEP_NOMINAL = 0.2  # what predictions made before the draft has scored assume auto keeps
+Coverage = Literal["auto", "on", "off"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class Option:
     none_means: str = ""  # what None stands for, where None is allowed
     zero_means: str = ""  # what 0 stands for, where 0 is special
     what: str = ""  # the setting's name in messages; "": the field name in words
+    words: tuple[str, ...] = ()  # words a numeric setting also takes ("auto"), besides numbers in its range
 
     def label_for(self, choice: str) -> str:
         return dict(self.choice_labels).get(choice, choice)
@@ -55,6 +61,11 @@ class Option:
             if not self.none_means:
                 raise SettingsError(f"{name} must be set")
             return
+        if isinstance(value, str) and self.words:
+            if value in self.words:
+                return
+            raise SettingsError(f"{name} must be a number {self._range_text()} or {' or '.join(self.words)}, "
+                                f"got {value!r}")
         if self.choices and value not in self.choices:
             raise SettingsError(f"{name} must be one of {', '.join(self.choices)}, got {value!r}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -141,6 +152,11 @@ class ModelSettings:
         none_means=f"the target's trained window, at most {MAX_CONTEXT_DEFAULT}",
         help=f"the target's context window in tokens (default: its trained window, at most "
              f"{MAX_CONTEXT_DEFAULT}); at most what the target was trained for")
+    flash_attn: FlashAttn = setting(
+        "auto", choices=get_args(FlashAttn), label="Flash attention",
+        choice_labels=(("auto", "Auto (on a GPU only)"), ("on", "On"), ("off", "Off")),
+        help="llama.cpp's flash attention for the target (auto: on when the target runs on a GPU, off on "
+             "the CPU, where llama.cpp's kernel made a follow-up over a cached 4K document 2.2x slower)")
     n_batch: int = setting(512, minimum=1, maximum=1 << 16, flag="", what="batch size", help="tokens per llama.cpp decode call")
     state_cache_gb: float = setting(
         4.0, minimum=0.0, maximum=1 << 20, zero_means="off: never saved or loaded",
@@ -165,8 +181,16 @@ class ModelSettings:
 class RunSettings:
     """One request: how much to keep and how to place the kept tokens."""
 
-    keep: float = setting(0.2, minimum=0.0, maximum=1.0, above_minimum=True,
-                          help="fraction of the prompt's chunks SpecPrefill keeps")
+    keep: float | Literal["auto"] = setting(
+        0.2, minimum=0.0, maximum=1.0, above_minimum=True, words=(AUTO_KEEP,),
+        help=f"fraction of the prompt's chunks SpecPrefill keeps, or auto: chosen per question from how "
+             f"concentrated the draft's scores are, between {AUTO_KEEP_FLOOR} and {AUTO_KEEP_CEILING} "
+             f"(a broad question, such as a summary, gets the most)")
+    coverage: Coverage = setting(
+        "auto", choices=get_args(Coverage), label="Coverage",
+        choice_labels=(("auto", "Auto (broad questions)"), ("on", "Always"), ("off", "Off")),
+        help="give every page of a PDF and every file of a folder a share of the kept chunks before the "
+             "top-scored ones fill the rest (auto: for broad questions, such as summaries)")
     positions: PositionMode = setting(
         "auto", choices=get_args(PositionMode),
         help="where kept tokens go: restore their original positions, renumber them 0..n, compress the "
@@ -202,6 +226,11 @@ class RunSettings:
 
     def __post_init__(self) -> None:
         validate(self)
+
+
+def nominal_keep(keep: float | str) -> float:
+    """A keep to predict with: the number, or what auto is expected to keep before the draft has scored."""
+    return AUTO_KEEP_NOMINAL if keep == AUTO_KEEP else float(keep)
 
 
 SESSION_ONLY_SETTINGS = ("background_prefill",)  # RunSettings that only sessions (chat, the app) use

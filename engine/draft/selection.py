@@ -47,21 +47,45 @@ def protected_chunks(n_tokens: int, chunk_size: int, tail_start: int) -> list[in
     return sorted({0, *tail})
 
 
-def select_chunks(scores: np.ndarray, keep: float, protected: list[int], max_chunks: int | None = None) -> list[int]:
+def select_chunks(scores: np.ndarray, keep: float, protected: list[int], max_chunks: int | None = None,
+                  parts: list[tuple[int, int]] = ()) -> list[int]:
     """ceil(keep * n_chunks) chunks, at most `max_chunks` (what fits the target's window), never
-    fewer than the protected ones; in document order."""
+    fewer than the protected ones; in document order. With `parts` (chunk ranges [a, b): pages,
+    files), each part first gets its best-scored chunks up to half the keep of its own size
+    (coverage_picks); the top-scored chunks fill the rest."""
     if not 0.0 < keep <= 1.0:
         raise ValueError(f"keep must be in (0, 1], got {keep}")
     n_chunks = len(scores)
     wanted = math.ceil(keep * n_chunks) if max_chunks is None else min(math.ceil(keep * n_chunks), max_chunks)
     budget = min(n_chunks, max(wanted, len(protected)))
     chosen = set(protected)
+    for idx in coverage_picks(scores, parts, keep / 2):
+        if len(chosen) >= budget:
+            break
+        chosen.add(idx)
     # Stable sort on -score: ties go to the earlier chunk, so selection is deterministic.
     for idx in np.argsort(-scores, kind="stable"):
         if len(chosen) >= budget:
             break
         chosen.add(int(idx))
     return sorted(chosen)
+
+
+def coverage_picks(scores: np.ndarray, parts: list[tuple[int, int]], share: float) -> list[int]:
+    """Each part's best chunks, ceil(share * its chunks) of them (at least one), taken round-robin
+    (every part's best, then every part's second best, ...) so that a budget too small for all of
+    them still reaches every part it can."""
+    ranked = [sorted(range(a, b), key=lambda i: (-scores[i], i)) for a, b in parts if b > a]
+    quotas = [max(1, math.ceil(share * len(r))) for r in ranked]
+    picks: list[int] = []
+    for rank in range(max(quotas, default=0)):
+        picks += [int(r[rank]) for r, quota in zip(ranked, quotas) if rank < quota]
+    return picks
+
+
+def chunk_parts(token_parts: list[tuple[int, int]], chunk_size: int) -> list[tuple[int, int]]:
+    """Token ranges as the chunk ranges that hold them (a chunk across a border counts for both)."""
+    return [(a // chunk_size, math.ceil(b / chunk_size)) for a, b in token_parts if b > a]
 
 
 def kept_token_indices(kept: list[int], chunk_size: int, n_tokens: int) -> np.ndarray:
@@ -71,11 +95,12 @@ def kept_token_indices(kept: list[int], chunk_size: int, n_tokens: int) -> np.nd
 
 
 def plan_selection(importance: np.ndarray, chunk_size: int, keep: float, tail_start: int,
-                   max_tokens: int | None = None):
+                   max_tokens: int | None = None, parts: list[tuple[int, int]] = ()):
     """Chunk scores, protected chunks, kept chunks and kept token indices for one prompt; with
-    `max_tokens`, the kept chunks hold at most that many tokens (a chunk holds chunk_size at most)."""
+    `max_tokens`, the kept chunks hold at most that many tokens (a chunk holds chunk_size at most);
+    with `parts` (token ranges of pages or files), each part is covered (select_chunks)."""
     scores = chunk_scores(importance, chunk_size)
     protected = protected_chunks(len(importance), chunk_size, tail_start)
     max_chunks = None if max_tokens is None else max_tokens // chunk_size
-    kept = select_chunks(scores, keep, protected, max_chunks)
+    kept = select_chunks(scores, keep, protected, max_chunks, chunk_parts(parts, chunk_size))
     return scores, protected, kept, kept_token_indices(kept, chunk_size, len(importance))

@@ -23,7 +23,7 @@ import logging
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import SettingsError, SpecPrefillError
 from engine.core.events import RunFinished, RunResult
-from engine.core.settings import RunSettings, describe, option_of
-from engine.eval.metrics import answer_agreement, is_correct
+from engine.core.settings import AUTO_KEEP, RunSettings, describe, option_of
+from engine.eval.metrics import answer_agreement, is_correct, key_point_coverage
 from engine.eval.results import AbReport, CaseRecord, Environment, ModelEntry, RunRecord, Versions, run_label
 from engine.eval.suite import Case
 from engine.eval.summary import summarize
@@ -122,10 +122,12 @@ def validate_keeps(keeps: list[str]) -> list[str]:
 
 def _check_keep(keep: str) -> None:
     """The settings schema's keep range, on the value as typed (so "2" reads "got 2", not "got 2.0")."""
+    if keep == AUTO_KEEP:
+        return
     try:
         value = _number(keep)
     except ValueError:
-        raise AbError(f"keep must be a number in (0, 1], got {keep!r}") from None
+        raise AbError(f"keep must be a number in (0, 1] or {AUTO_KEEP}, got {keep!r}") from None
     option = option_of(RunSettings, "keep")
     try:
         option.check(describe("keep", option), value)
@@ -283,7 +285,7 @@ class _CaseRunner:
             # The baseline is the full prefill a user gets without SpecPrefill: a document longer than
             # the window is cut to fit (its result says "truncated"), so the case is compared, not lost.
             return replace(self.settings, truncate=True)
-        return replace(self.settings, keep=float(keep))
+        return replace(self.settings, keep=keep if keep == AUTO_KEEP else float(keep))
 
 
 def _mode(keep: str | None) -> str:
@@ -340,8 +342,9 @@ def case_record(case: Case, baseline: RunResult, spec: dict[str, RunResult]) -> 
     prompt_tokens = max(result.prompt_tokens for result in [baseline, *spec.values()])
     return CaseRecord(
         id=case.id, kind=case.kind, question=case.question, answers=case.answers, doc=str(case.doc),
-        prompt_tokens=prompt_tokens, baseline=run_record(baseline, case.answers),
-        spec={keep: run_record(result, case.answers, reference=baseline.answer) for keep, result in spec.items()})
+        prompt_tokens=prompt_tokens, baseline=run_record(baseline, case.answers, key_points=case.key_points),
+        spec={keep: run_record(result, case.answers, baseline.answer, case.key_points) for keep, result in spec.items()},
+        key_points=case.key_points)
 
 
 def failed_case_record(case: Case, results: dict[str | None, RunResult], error: str) -> CaseRecord:
@@ -350,21 +353,26 @@ def failed_case_record(case: Case, results: dict[str | None, RunResult], error: 
     spec = {keep: result for keep, result in results.items() if keep is not None}
     if baseline is None:
         return CaseRecord(id=case.id, kind=case.kind, question=case.question, answers=case.answers,
-                          doc=str(case.doc), prompt_tokens=None, baseline=None, spec={}, error=error)
+                          doc=str(case.doc), prompt_tokens=None, baseline=None, spec={}, error=error,
+                          key_points=case.key_points)
     return replace(case_record(case, baseline, spec), error=error)
 
 
-def run_record(result: RunResult, answers: Iterable[str] | None, reference: str | None = None) -> RunRecord:
-    """A run's timings and answer, scored against the expected answers and the baseline's answer."""
+def run_record(result: RunResult, answers: Iterable[str] | None, reference: str | None = None,
+               key_points: Sequence[Sequence[str]] | None = None) -> RunRecord:
+    """A run's timings and answer, scored against the expected answers, the baseline's answer and the
+    case's key points."""
     correct = None if answers is None else is_correct(result.answer, list(answers))
     agreement = None if reference is None else answer_agreement(reference, result.answer)
-    return RunRecord(result, correct, agreement)
+    hit = None if key_points is None else key_point_coverage(result.answer, key_points)
+    return RunRecord(result, correct, agreement, hit)
 
 
 def is_record_of(record: CaseRecord | None, case: Case) -> bool:
     """True when `record` finished `case` as the suite now states it (same question, document and answers)."""
     return (record is not None and not record.failed and record.question == case.question
-            and record.doc == str(case.doc) and record.answers == case.answers and record.kind == case.kind)
+            and record.doc == str(case.doc) and record.answers == case.answers and record.kind == case.kind
+            and record.key_points == case.key_points)
 
 
 # -- environment -------------------------------------------------------------------------

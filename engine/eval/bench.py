@@ -65,6 +65,7 @@ class BenchModels:
     device: str
     restore_supported: bool
     target_device: str = "CPU"  # reports written before the GPU path have no such field
+    flash_attn: str | None = None  # the target's flash attention ("on", "off", "auto"); None: not recorded
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,16 @@ class BenchReport:
     """What `specprefill bench --json` prints: one row per length, and what they were measured with."""
 
     results: tuple[BenchRow, ...]
-    keep: float
+    keep: float | str  # a fraction, or "auto"
     doc: str
     models: BenchModels
 
     def to_json(self) -> dict:
+        models = asdict(self.models)
+        if models["flash_attn"] is None:
+            del models["flash_attn"]  # a report from before it was recorded writes back as it was
         return {"results": [row.to_json() for row in self.results], "keep": self.keep, "doc": self.doc,
-                "models": asdict(self.models)}
+                "models": models}
 
     @classmethod
     def from_json(cls, data: dict) -> BenchReport:
@@ -86,12 +90,12 @@ class BenchReport:
                    doc=data["doc"], models=BenchModels(**data["models"]))
 
 
-def bench_report(rows: list[BenchRow], keep: float, doc: str, info: EngineInfo) -> BenchReport:
+def bench_report(rows: list[BenchRow], keep: float | str, doc: str, info: EngineInfo) -> BenchReport:
     """The report of `rows`, measured on `doc` with the engine `info` describes."""
     return BenchReport(results=tuple(rows), keep=keep, doc=doc,
                        models=BenchModels(target=info.target_name, draft=info.draft_name, device=info.device,
                                           restore_supported=info.positions_supported,
-                                          target_device=info.target_device))
+                                          target_device=info.target_device, flash_attn=info.flash_attn))
 
 
 def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:

@@ -69,7 +69,8 @@ def fit_cost_model(measured: dict[str, dict[int, float]], info) -> CostModel:
     return CostModel(target_prefill=fits["target"], draft=fits["draft"],
                      measurements={role: {str(n): s for n, s in m.items()} for role, m in measured.items()},
                      machine={"target": str(info.target_path), "draft": str(info.draft_path),
-                              "device": info.device, "target_device": info.target_device, "date": time.strftime("%Y-%m-%d %H:%M:%S")})
+                              "device": info.device, "target_device": info.target_device,
+                              "flash_attn": info.flash_attn, "date": time.strftime("%Y-%m-%d %H:%M:%S")})
 
 
 def step_message(steps: list[tuple[str, int]], index: int) -> str:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 _WS = re.compile(r"\s+")
@@ -28,6 +29,24 @@ def is_correct(answer: str, expected: list[str]) -> bool:
     """
     haystack = normalize(answer)
     return any(_expected_pattern(normalize(e)).search(haystack) for e in expected if e.strip())
+
+
+def key_point_coverage(answer: str, key_points: Sequence[Sequence[str]]) -> float:
+    """Share of the key points the answer mentions: a point counts when any of its phrases is in it."""
+    if not key_points:
+        return 0.0
+    return sum(1 for phrases in key_points if is_correct(answer, list(phrases))) / len(key_points)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95% with z = 1.96); (0, 1) when nothing was scored."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    scale = 1 + z * z / n
+    return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
 
 
 def _expected_pattern(expected: str) -> re.Pattern[str]:

@@ -21,10 +21,11 @@ from engine.core.events import RunFinished, RunResult, Selection, SelectionMade
 from engine.core.settings import RunSettings
 from engine.core.steps import run_to_end
 from engine.draft.segments import iter_score_segments
-from engine.draft.selection import kept_token_indices, plan_selection
+from engine.draft.selection import kept_token_indices
 from engine.eval.metrics import is_correct
 from engine.llama.prompt import token_char_offsets
 from engine.pipeline import Engine
+from engine.pipeline.selection_plan import plan_request_selection
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,8 @@ def draft_keeps_needle(engine: Engine, text: str, needle: Needle, depth: float, 
     score = run_to_end(iter_score_segments(engine.scorer, tokens, prompt.doc_token_span, pass_tokens,
                                            settings.lookahead, settings.kernel, cancel, settings.draft_window))
     draft_s = time.perf_counter() - t0
-    _, _, _, kept_idx = plan_selection(score.importance, settings.chunk_size, settings.keep, prompt.tail_start,
-                                       engine.selection_budget(prompt, settings))
+    kept_idx = plan_request_selection(score.importance, prompt, settings, engine.selection_budget(prompt, settings),
+                                      []).kept_idx
     a, b = needle_token_span(engine, prompt, needle)
     kept = np.isin(np.arange(a, b), kept_idx).mean()
     return DraftNeedle(depth, read, prompt.n_tokens, float(kept), len(kept_idx) / prompt.n_tokens, draft_s)

@@ -12,10 +12,9 @@ import io
 from html import escape
 
 from engine.core.atomic import write_text_atomic
-from engine.core.formatting import MISSING, format_accuracy, format_count, format_percent, format_ratio, \
-    format_seconds
+from engine.core.formatting import MISSING, format_count, format_percent, format_ratio, format_seconds
 from engine.eval.results import (CACHED, FIT_FIELDS, AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary,
-                                 Summary, cached_note, fit_note, run_label)
+                                 Summary, accuracy_text, cached_note, fit_note, run_label)
 
 BASELINE_COLOR = "#6b7280"
 SPEC_COLOR = "#2563eb"
@@ -166,7 +165,7 @@ def _summary_table(group: GroupSummary, with_cached: bool) -> str:
 
 
 def _summary_row(label: str, s: RunSummary, with_cached: bool) -> str:
-    cells = [format_accuracy(s.accuracy, s.n_scored), format_percent(s.agreement), format_seconds(s.mean_ttft_s),
+    cells = [accuracy_text(s), format_percent(s.agreement), format_seconds(s.mean_ttft_s),
              format_ratio(s.speedup), format_percent(s.mean_kept_fraction), format_seconds(s.mean_draft_s),
              format_seconds(s.mean_target_prefill_s), _count(s.n_bypassed)]
     if with_cached:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 from engine.core.events import SERVED_BY_LABELS, RunName, RunResult, run_json
-from engine.core.formatting import format_count, format_percent_short
+from engine.core.formatting import format_accuracy, format_count, format_percent_short
 
 ERROR_STATUS = "error"  # a case record's `status` when the case failed; absent when it finished
 BASELINE = "baseline"
@@ -75,6 +75,29 @@ def run_notes(result: RunResult) -> list[str]:
     return [note for note in notes if note]
 
 
+def selection_note(result: RunResult) -> str:
+    """How the SpecPrefill run chose what it kept, when not by a fixed keep alone:
+    "keep auto chose 12%: the relevant text is concentrated; every one of 27 parts covered"."""
+    notes = []
+    if result.keep_reason:
+        notes.append(f"keep auto chose {format_percent_short(result.kept_fraction)}: {result.keep_reason}")
+    if result.covered_parts:
+        notes.append(f"every one of {format_count(result.covered_parts, 'part')} covered")
+    return "; ".join(notes)
+
+
+def accuracy_text(s: RunSummary) -> str:
+    """"90.0% (9/10) [60–98%]": the accuracy, what it counts, its 95% interval; and, where summaries
+    list key points, " · key points 72%"."""
+    text = format_accuracy(s.accuracy, s.n_scored)
+    if s.accuracy is not None and s.accuracy_low is not None and s.accuracy_high is not None:
+        text += f" [{format_percent_short(s.accuracy_low)}–{format_percent_short(s.accuracy_high)}]"
+    if s.key_point_coverage is not None:
+        points = f"key points {format_percent_short(s.key_point_coverage)}"
+        text = points if s.accuracy is None else f"{text} · {points}"
+    return text
+
+
 def fit_tally(results: Sequence[RunResult]) -> str:
     """"2 of 3 runs truncated, seeing 52% of the document on average"; "" when every run's document fit."""
     parts = []
@@ -101,6 +124,7 @@ class RunRecord:
     result: RunResult
     correct: bool | None  # None: the case has no expected answers
     agreement: float | None = None  # ROUGE-L F1 against the baseline's answer; SpecPrefill runs only
+    key_points_hit: float | None = None  # share of the case's key points the answer mentions; None: none listed
 
     @property
     def is_spec(self) -> bool:
@@ -122,13 +146,15 @@ class RunRecord:
         data = {**without_unknown_fit(self.result.to_json(), self.result.document_tokens), "correct": self.correct}
         if self.is_spec:
             data["agreement"] = self.agreement
+        if self.key_points_hit is not None:
+            data["key_points_hit"] = self.key_points_hit
         return data
 
     @classmethod
     def from_json(cls, data: dict, run: RunName) -> RunRecord:
-        scores = ("correct", "agreement")
+        scores = ("correct", "agreement", "key_points_hit")
         result = RunResult(run=run, **{k: v for k, v in data.items() if k not in scores})
-        return cls(result, data["correct"], data.get("agreement"))
+        return cls(result, data["correct"], data.get("agreement"), data.get("key_points_hit"))
 
 
 @dataclass(frozen=True)
@@ -144,6 +170,7 @@ class CaseRecord:
     baseline: RunRecord | None  # None when the case failed before it finished
     spec: dict[str, RunRecord]  # by keep as typed; a failed case holds the keeps that finished
     error: str | None = None  # why the case failed; None when it finished
+    key_points: tuple[tuple[str, ...], ...] | None = None  # a summary case's points, each its phrases
 
     @property
     def failed(self) -> bool:
@@ -163,6 +190,8 @@ class CaseRecord:
             "baseline": None if self.baseline is None else self.baseline.to_json(),
             "spec": {keep: run.to_json() for keep, run in self.spec.items()},
         }
+        if self.key_points is not None:
+            data["key_points"] = [list(point) for point in self.key_points]
         if self.failed:
             data.update(status=ERROR_STATUS, error=self.error)
         return data
@@ -176,7 +205,8 @@ class CaseRecord:
             prompt_tokens=data["prompt_tokens"],
             baseline=None if baseline is None else RunRecord.from_json(baseline, "baseline"),
             spec={keep: RunRecord.from_json(run, "spec") for keep, run in data["spec"].items()},
-            error=data.get("error"))
+            error=data.get("error"),
+            key_points=None if data.get("key_points") is None else tuple(tuple(p) for p in data["key_points"]))
 
 
 @dataclass(frozen=True)
@@ -201,14 +231,24 @@ class RunSummary:
     cached_mean_ttft_s: float | None = None
     cached_mean_tokenize_s: float | None = None
     cached_mean_target_prefill_s: float | None = None
+    # 95% Wilson interval of the accuracy, and the mean share of key points summaries mention;
+    # None where not measured (reports written before them read and write back as they were)
+    accuracy_low: float | None = None
+    accuracy_high: float | None = None
+    key_point_coverage: float | None = None
+    n_key_point_cases: int | None = None
 
     SPEC_ONLY = ("agreement", "mean_draft_s", "mean_select_s", "mean_kept_fraction", "speedup", "n_bypassed")
     SESSION_ONLY = ("n_cached", "cached_mean_ttft_s", "cached_mean_tokenize_s", "cached_mean_target_prefill_s")
+    OPTIONAL = ("accuracy_low", "accuracy_high", "key_point_coverage", "n_key_point_cases")
 
     def to_json(self) -> dict:
         data = run_json(self, self.SPEC_ONLY)
         if self.n_cached is None:  # one-shot runs: the summary's JSON stays as it has always been
             for name in self.SESSION_ONLY:
+                del data[name]
+        for name in self.OPTIONAL:
+            if data.get(name, 0) is None:
                 del data[name]
         return data
 

@@ -5,7 +5,9 @@
      "answers": ["sixteen", "16"]}
 
 `doc` is relative to the suite file (or absolute): a PDF, a text file or a code folder.
-`answers` is optional (a case without answers is scored by agreement only); `kind` is a
+`answers` is optional (a case without answers is scored by agreement only). A summary case may
+list `key_points`, each a list of alternative phrases (`[["checkpoint", "checkpointing"],
+["Hydra"]]`): its answer is scored by the share of points it mentions. `kind` is a
 free label used to group results and defaults to "other". Blank lines and lines starting
 with `#` are skipped. Every problem is a SuiteError that starts with "FILE:LINE: ".
 """
@@ -20,7 +22,7 @@ from engine.core.errors import SpecPrefillError
 
 DEFAULT_KIND = "other"
 REQUIRED_FIELDS = ("id", "doc", "question")
-KNOWN_FIELDS = frozenset({*REQUIRED_FIELDS, "answers", "kind"})
+KNOWN_FIELDS = frozenset({*REQUIRED_FIELDS, "answers", "kind", "key_points"})
 
 
 class SuiteError(SpecPrefillError):
@@ -35,6 +37,7 @@ class Case:
     answers: tuple[str, ...] | None  # None: no expected answer, scored by agreement only
     kind: str
     line: int  # 1-based line in the suite file, for messages
+    key_points: tuple[tuple[str, ...], ...] | None = None  # each point's alternative phrases; None: not scored so
 
 
 def load_suite(path: str | Path) -> list[Case]:
@@ -83,7 +86,7 @@ def _parse_case(raw: str, number: int, where: str, base: Path) -> Case:
         _require_text(obj, name, where)
     return Case(id=obj["id"].strip(), doc=_resolve_doc(obj["doc"], base, where), question=obj["question"],
                 answers=_parse_answers(obj.get("answers"), where), kind=_parse_kind(obj.get("kind"), where),
-                line=number)
+                line=number, key_points=_parse_key_points(obj.get("key_points"), where))
 
 
 def _parse_object(raw: str, where: str) -> dict:
@@ -117,6 +120,16 @@ def _parse_answers(answers: object, where: str) -> tuple[str, ...] | None:
             or not all(isinstance(a, str) and a.strip() for a in answers)):
         raise SuiteError(f"{where}: field 'answers' must be a non-empty list of non-empty strings")
     return tuple(answers)
+
+
+def _parse_key_points(points: object, where: str) -> tuple[tuple[str, ...], ...] | None:
+    if points is None:
+        return None
+    if (not isinstance(points, list) or not points
+            or not all(isinstance(p, list) and p and all(isinstance(a, str) and a.strip() for a in p)
+                       for p in points)):
+        raise SuiteError(f"{where}: field 'key_points' must be a non-empty list of non-empty lists of phrases")
+    return tuple(tuple(point) for point in points)
 
 
 def _parse_kind(kind: object, where: str) -> str:

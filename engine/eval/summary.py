@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine.eval.metrics import wilson_interval
 from engine.eval.results import CaseRecord, GroupSummary, RunRecord, RunSummary, Summary
 
 TIMINGS = ("ttft_s", "tokenize_s", "target_prefill_s")  # each also averaged apart over cached runs
@@ -60,9 +61,16 @@ def _cached_timings(runs: list[RunRecord]) -> dict:
 
 
 def _accuracy(runs: list[RunRecord]) -> dict:
-    """Share of correct answers among runs whose case has expected answers; None when none has."""
+    """Share of correct answers among runs whose case has expected answers (None when none has), its
+    95% Wilson interval, and the mean key-point coverage of the runs whose case lists key points."""
     scored = [r.correct for r in runs if r.correct is not None]
-    return {"accuracy": mean([1.0 if c else 0.0 for c in scored]), "n_scored": len(scored)}
+    figures = {"accuracy": mean([1.0 if c else 0.0 for c in scored]), "n_scored": len(scored)}
+    if scored:
+        figures["accuracy_low"], figures["accuracy_high"] = wilson_interval(sum(scored), len(scored))
+    hits = [r.key_points_hit for r in runs if r.key_points_hit is not None]
+    if hits:
+        figures.update(key_point_coverage=mean(hits), n_key_point_cases=len(hits))
+    return figures
 
 
 def _mean_timings(runs: list[RunRecord], names: tuple[str, ...], prefix: str = "mean_") -> dict:

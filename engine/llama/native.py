@@ -224,10 +224,14 @@ def decode_error_message(rc: int) -> str:
     return f"llama_decode failed with code {rc} ({_FATAL_CAUSES.get(rc, 'compute or memory error')})"
 
 
+# llama.cpp's llama_flash_attn_type, by the names the settings use.
+FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
+
+
 class LlamaContext:
     """An inference context with its KV cache and an abort hook for Cancel."""
 
-    def __init__(self, model: LlamaModel, *, n_ctx: int, n_batch: int, n_threads: int, flash_attn: int = -1):
+    def __init__(self, model: LlamaModel, *, n_ctx: int, n_batch: int, n_threads: int, flash_attn: str = "auto"):
         params = L.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = n_batch
@@ -235,7 +239,7 @@ class LlamaContext:
         params.n_seq_max = 1
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
-        params.flash_attn_type = flash_attn
+        params.flash_attn_type = FLASH_ATTN_TYPES[flash_attn]
         params.no_perf = True
         self.model = model
         self.n_batch = n_batch

@@ -173,7 +173,8 @@ def load_matching(info, path: Path | None = None) -> CostModel | None:
     machine = model.machine
     same = (machine.get("target") == str(info.target_path) and machine.get("draft") == str(info.draft_path)
             and machine.get("device") == info.device
-            and machine.get("target_device", "CPU") == info.target_device)  # older files: CPU-only builds
+            and machine.get("target_device", "CPU") == info.target_device  # older files: CPU-only builds
+            and machine.get("flash_attn", "auto") == info.flash_attn)  # older files: llama.cpp's auto
     return model if same else None
 
 

@@ -114,15 +114,16 @@ def describe_target_placement(placement: TargetPlacement, n_layers: int | None) 
     return f"GPU offload: {layers} ({placement.backend})"
 
 
-def check_llama(target: Path | None, draft_device: str = "cpu") -> Check:
+def check_llama(target: Path | None, draft_device: str = "cpu", flash_attn: str = "auto") -> Check:
     flags, gpu_offload = build_info()
     probe = probe_target(target) if target is not None else None
     restore = probe.restore_supported if probe is not None else None
     positions = {True: "restore positions supported", False: "restore positions NOT supported (renumber)",
                  None: "restore positions unknown (no verified target)"}[restore]
-    offload = describe_target_placement(place_target(draft_device, gpu_offload, flags),
-                                        probe.n_layers if probe is not None else None)
-    return Check("llama.cpp", f"{package_version('llama-cpp-python')}, {offload}, {positions}; {flags}")
+    placement = place_target(draft_device, gpu_offload, flags)
+    offload = describe_target_placement(placement, probe.n_layers if probe is not None else None)
+    attention = f"flash attention {placement.flash_attn(flash_attn)}"
+    return Check("llama.cpp", f"{package_version('llama-cpp-python')}, {offload}, {attention}, {positions}; {flags}")
 
 
 def check_model(spec: defaults.ModelSpec, custom: Path | None) -> Check:
@@ -149,5 +150,5 @@ def diagnose(settings: ModelSettings | None = None) -> list[Check]:
     settings = settings or ModelSettings()
     models = [check_model(defaults.TARGET, settings.target_path), check_model(defaults.DRAFT, settings.draft_path)]
     target = (settings.target_path or defaults.TARGET.path) if models[0].ok else None
-    return [check_python(), check_torch(settings), check_llama(target, draft_device_type(settings)), *models,
+    return [check_python(), check_torch(settings), check_llama(target, draft_device_type(settings), settings.flash_attn), *models,
             check_calibration()]

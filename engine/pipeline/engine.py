@@ -35,14 +35,13 @@ from engine.core.events import (BackgroundEnded, BackgroundEvent, BackgroundProg
 from engine.core.formatting import format_bytes
 from engine.core.memory import needs_by_device, require_all_fit, require_fits
 from engine.core.paths import state_cache_dir
-from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelSettings, RunSettings
+from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelSettings, RunSettings, nominal_keep
 from engine.core.steps import StepFn, Steps, chunk_ranges, map_steps, run_to_end
 from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
 from engine.draft.memory import draft_scoring_need, draft_weight_bytes
 from engine.draft.scorer import ATTN_IMPL, DraftPrefix, DraftScorer
 from engine.draft.segments import iter_score_segments, plan_segments
-from engine.draft.selection import plan_selection
-from engine.ingest.document import Document
+from engine.ingest.document import Document, Segment
 from engine.llama.context_fit import Truncation, fit_prompt
 from engine.llama.memory import load_needs, target_kv_shape
 from engine.llama.native import LlamaContext, LlamaModel, build_info
@@ -57,6 +56,7 @@ from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.pipeline.kept_positions import GAPPED, place_kept
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
 from engine.pipeline.placement import TargetPlacement, place_target
+from engine.pipeline.selection_plan import plan_request_selection, segment_token_parts, wants_coverage
 from engine.pipeline.session import DocumentSession, PrefixKey
 from engine.pipeline.state_store import STORE_ERRORS, StateLoad, StateStore, cap_bytes
 from engine.pipeline.vocab_check import require_shared_vocab
@@ -78,6 +78,7 @@ class EngineInfo:
     target_device: str = "CPU"  # where the target runs: "CPU" or "GPU (all layers, CUDA)"
     target_offload_reason: str = ""  # why the target stays on the CPU; "" when it is offloaded
     target_memory_device: str = "cpu"  # whose memory the target's KV caches take: "cpu" or "cuda"
+    flash_attn: str = "auto"  # the target context's flash attention: "on", "off", or "auto" (llama.cpp's pick)
 
 
 def default_threads() -> int:
@@ -130,8 +131,8 @@ def _open_target(settings: ModelSettings, target_path: Path, target_name: str, d
         if placement.offloaded:
             target.close()
             target = LlamaModel(target_path, n_gpu_layers=placement.n_gpu_layers)
-        return TargetRuntime(target, LlamaContext(target, n_ctx=n_ctx, n_batch=settings.n_batch,
-                                                  n_threads=threads))
+        return TargetRuntime(target, LlamaContext(target, n_ctx=n_ctx, n_batch=settings.n_batch, n_threads=threads,
+                                                  flash_attn=placement.flash_attn(settings.flash_attn)))
     except BaseException:
         target.close()  # free the native memory now, not at garbage collection
         raise
@@ -160,6 +161,7 @@ class _Request:
     cancel: CancelToken
     t0: float
     tokenize_s: float
+    segments: tuple[Segment, ...] = ()  # the document's pages or files, for coverage
 
     def result_fields(self) -> dict:
         """The RunResult fields every run of this request shares."""
@@ -262,7 +264,8 @@ class Engine:
                               n_ctx=runtime.context.n_ctx,
                               target_device=placement.where,
                               target_offload_reason=placement.reason,
-                              target_memory_device=placement.memory_device)
+                              target_memory_device=placement.memory_device,
+                              flash_attn=runtime.context.flash_attn)
         except BaseException:
             runtime.close()  # free the target's native memory now, not at garbage collection
             raise
@@ -339,7 +342,7 @@ class Engine:
         """Predicted TTFTs from this machine's calibration, or None when not calibrated."""
         if self.cost_model is None:
             return None
-        return self.cost_model.estimate(n_tokens, settings.keep, settings.draft_window,
+        return self.cost_model.estimate(n_tokens, nominal_keep(settings.keep), settings.draft_window,
                                         self.window_fit(n_tokens, settings).budget, self.draft_pass_tokens(settings))
 
     def bypass_reason(self, n_tokens: int, settings: RunSettings) -> str:
@@ -352,7 +355,7 @@ class Engine:
         if settings.force or not self.window_fit(n_tokens, settings).fits:
             return ""
         if settings.min_tokens is None and self.cost_model is not None:
-            return self.cost_model.bypass_reason(n_tokens, settings.keep, settings.draft_window)
+            return self.cost_model.bypass_reason(n_tokens, nominal_keep(settings.keep), settings.draft_window)
         threshold = settings.min_tokens if settings.min_tokens is not None else DEFAULT_MIN_TOKENS
         if n_tokens >= threshold:
             return ""
@@ -392,11 +395,13 @@ class Engine:
         """
         settings = settings or RunSettings()
         text = document.text if isinstance(document, Document) else document
+        segments = tuple(document.segments) if isinstance(document, Document) else ()
         _require_question(question)
         runs = run_order(mode, spec_first)
         with self._exclusive():
             for run in runs:
-                yield from self._run(run, text, question, _for_run(run, settings, compare=len(runs) > 1), cancel)
+                yield from self._run(run, text, question, _for_run(run, settings, compare=len(runs) > 1), cancel,
+                                     segments=segments)
 
     def ask(self, session: DocumentSession, question: str, mode: str = "auto",
             settings: RunSettings | None = None, cancel: CancelToken = NEVER) -> Iterator[EngineEvent]:
@@ -410,10 +415,13 @@ class Engine:
         _require_question(question)
         with self._exclusive():
             key = self._prefix_key(session, settings)
+            t0 = time.perf_counter()
+            prompt = self.prepare(session.text, question, settings)  # tokenized once: the run reuses it
             run = session.run_for(mode, saved=self._has_saved_prefix(key), cached=session.holds_full(key),
                                   background=settings.background_prefill,
-                                  fits=self._fits(session.text, question, settings))
-            yield from self._run(run, session.text, question, settings, cancel, session)
+                                  fits=self.window_fit(prompt.n_tokens, settings).fits)
+            yield from self._run(run, session.text, question, settings, cancel, session, tokenized=(prompt, t0),
+                                 segments=session.segments)
             session.answered += 1
 
     def ask_both(self, session: DocumentSession, question: str, settings: RunSettings | None = None,
@@ -426,11 +434,8 @@ class Engine:
         with self._exclusive():
             for run in run_order("both", spec_first):
                 yield from self._run(run, session.text, question, _for_run(run, settings, compare=True), cancel,
-                                     session)
+                                     session, segments=session.segments)
             session.answered += 1
-
-    def _fits(self, text: str, question: str, settings: RunSettings) -> bool:
-        return self.window_fit(self.prepare(text, question, settings).n_tokens, settings).fits
 
     def forget(self, session: DocumentSession, saved: bool = False, draft: bool = True) -> None:
         """Drop what the engine keeps for the session's document: its full prefix in the target and
@@ -566,17 +571,20 @@ class Engine:
         return self._prefix_rt
 
     def _run(self, run: RunName, text: str, question: str, settings: RunSettings,
-             cancel: CancelToken, session: DocumentSession | None = None) -> Iterator[EngineEvent]:
-        t0 = time.perf_counter()
+             cancel: CancelToken, session: DocumentSession | None = None,
+             tokenized: tuple[PreparedPrompt, float] | None = None,
+             segments: tuple[Segment, ...] = ()) -> Iterator[EngineEvent]:
+        """One run; `tokenized` is the prompt prepared already and when its tokenizing started (TTFT counts from there)."""
+        t0 = tokenized[1] if tokenized else time.perf_counter()
         yield StageChanged(run, "tokenizing")
-        prompt = self.prepare(text, question, settings)
+        prompt = tokenized[0] if tokenized else self.prepare(text, question, settings)
         start, end = prompt.doc_token_span
         window = self.window_fit(prompt.n_tokens, settings, end - start)
         cut = None
         if run == "baseline" or window.fits:  # SpecPrefill fits a longer prompt by its selection
             prompt, cut = fit_prompt(self.runtime.model, prompt, self.info.n_ctx, settings.max_new_tokens,
                                      settings.truncate)
-        request = _Request(run, prompt, cut, window, settings, cancel, t0, time.perf_counter() - t0)
+        request = _Request(run, prompt, cut, window, settings, cancel, t0, time.perf_counter() - t0, segments)
         if cut is not None:
             yield Notice(run, cut.describe())
         yield from self._baseline(request, session=session) if run == "baseline" else self._spec(request, session)
@@ -615,7 +623,7 @@ class Engine:
 
     def _prefix_key(self, session: DocumentSession, settings: RunSettings) -> PrefixKey:
         info = self.info
-        return session.key(info.target_path, info.draft_path, settings.system_prompt, info.n_ctx)
+        return session.key(info.target_path, info.draft_path, settings.system_prompt, info.n_ctx, info.flash_attn)
 
     def _session_prefix(self, session: DocumentSession, request: _Request) -> tuple[PrefixKey, np.ndarray]:
         """The request's document prefix and its key, noted in the session (what a background fill fills)."""
@@ -700,8 +708,12 @@ class Engine:
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
-        scores, protected, kept, kept_idx = plan_selection(
-            score.importance, settings.chunk_size, settings.keep, prompt.tail_start, budget)
+        offsets, parts = None, []  # the token offsets cost a pass over the tokens: before the prefill only for coverage
+        if len(request.segments) > 1 and wants_coverage(settings, prompt.parts.question):
+            offsets = token_char_offsets(self.runtime.model, prompt)
+            parts = segment_token_parts(request.segments, offsets, len(prompt.parts.prefix), prompt.doc_token_span)
+        plan = plan_request_selection(score.importance, prompt, settings, budget, parts)
+        kept_idx = plan.kept_idx
         kept_positions, next_position = place_kept(kept_idx, prompt.n_tokens, placement, window.budget)
         select_s = time.perf_counter() - t_select
         start, end = prompt.doc_token_span
@@ -714,15 +726,15 @@ class Engine:
         yield SelectionMade(run, Selection(
             chunk_size=settings.chunk_size,
             chunk_starts=list(range(0, prompt.n_tokens, settings.chunk_size)),
-            chunk_scores=[float(s) for s in scores], kept_chunks=kept, protected_chunks=protected,
-            token_char_offsets=token_char_offsets(self.runtime.model, prompt),
+            chunk_scores=[float(s) for s in plan.scores], kept_chunks=plan.kept, protected_chunks=plan.protected,
+            token_char_offsets=offsets if offsets is not None else token_char_offsets(self.runtime.model, prompt),
             doc_char_span=prompt.parts.doc_char_span))
         yield RunFinished(run, RunResult(
             **request.result_fields(), draft_s=draft_s, select_s=select_s,
             kept_fraction=len(kept_idx) / prompt.n_tokens, positions=placement,
             draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), draft_window=settings.draft_window,
             served_by=_spec_served_by(session, score.reused_prefix), fit="fits" if window.fits else "selected",
-            seen_fraction=seen, **result))
+            seen_fraction=seen, keep_reason=plan.keep_reason, covered_parts=plan.covered_parts, **result))
 
     def draft_pass_tokens(self, settings: RunSettings) -> int:
         """The longest prompt one draft pass scores: its trained window less the look-ahead."""

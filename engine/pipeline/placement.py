@@ -30,6 +30,15 @@ class TargetPlacement:
         """"GPU (all layers, CUDA)" or "CPU": what the status bar and the run JSON show."""
         return f"GPU (all layers, {self.backend})" if self.offloaded else "CPU"
 
+    def flash_attn(self, requested: str) -> str:
+        """The target's flash attention: "on", "off", or "auto" (llama.cpp decides, on a GPU).
+
+        On the CPU, auto means off: llama.cpp's CPU kernel takes each query row alone, so a batch of
+        queries over a long cache (a follow-up's question) runs about twice as slow as without it."""
+        if requested != "auto":
+            return requested
+        return "auto" if self.offloaded else "off"
+
     def describe(self) -> str:
         """The where, with the reason when the target stays on the CPU."""
         return f"{self.where} ({self.reason})" if self.reason else self.where

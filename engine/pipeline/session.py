@@ -69,6 +69,7 @@ class PrefixKey:
     draft: tuple[str, int]
     system_prompt: str
     n_ctx: int
+    flash_attn: str  # it lays the KV cache's values out differently: a saved state needs the same
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class DocumentSession:
 
     def __init__(self, document: Document | str):
         self.text = document.text if isinstance(document, Document) else document
+        self.segments = tuple(document.segments) if isinstance(document, Document) else ()  # for coverage
         self.document_sha256 = hashlib.sha256(self.text.encode("utf-8")).hexdigest()
         self.answered = 0  # questions answered so far
         self._held: _HeldPrefix | None = None
@@ -109,9 +111,10 @@ class DocumentSession:
         held = self._held
         return len(held.tokens) if held is not None and held.valid() else 0
 
-    def key(self, target_path: Path, draft_path: Path, system_prompt: str, n_ctx: int) -> PrefixKey:
+    def key(self, target_path: Path, draft_path: Path, system_prompt: str, n_ctx: int,
+            flash_attn: str) -> PrefixKey:
         return PrefixKey(self.document_sha256, _file_identity(target_path), _file_identity(draft_path),
-                         system_prompt, n_ctx)
+                         system_prompt, n_ctx, flash_attn)
 
     def run_for(self, mode: str, saved: bool = False, cached: bool = False, background: bool = False,
                 fits: bool = True) -> RunName:

@@ -94,6 +94,7 @@ class FakeInfo:
     device: str = "cpu"
     target_device: str = "CPU"
     target_offload_reason: str = "llama.cpp build has no GPU offload"
+    flash_attn: str = "off"
     draft_memory_bytes: int = 300 * 1024 * 1024
     n_ctx: int = 32768
 

@@ -65,6 +65,12 @@ def test_pane_follows_a_spec_run_from_stage_to_result(spec_pane):
     assert pane.notice.isHidden()
 
 
+def test_auto_keep_and_coverage_are_explained_beside_the_kept_share(spec_pane):
+    spec_pane.apply(RunFinished("spec", result(keep_reason="the relevant text is concentrated", covered_parts=12)))
+    assert spec_pane.kept.text() == ("20% of 8,000 tokens · keep auto chose 20%: the relevant text is concentrated; "
+                                     "every one of 12 parts covered")
+
+
 def test_bypassed_spec_run_says_so_clearly(spec_pane):
     spec_pane.apply(RunFinished("spec", result(bypassed=True, bypass_reason="1,200 tokens < 4,096", kept_fraction=1.0)))
     assert not spec_pane.notice.isHidden()

@@ -105,8 +105,21 @@ def test_choices_come_from_the_schema(dialog, qtbot):
 def test_the_keep_slider_starts_at_the_schema_default(qtbot, store):
     controls = RunControls()
     qtbot.addWidget(controls)
-    assert controls.keep_fraction == RunSettings().keep
+    assert controls.keep == RunSettings().keep
     assert store.keep_percent() / 100 == RunSettings().keep
+
+
+def test_keep_auto_greys_the_slider_and_asks_for_auto(qtbot, store):
+    controls = RunControls()
+    qtbot.addWidget(controls)
+    assert not store.keep_auto() and controls.keep_slider.isEnabled()
+    with qtbot.waitSignal(controls.keepAutoChanged) as changed:
+        controls.keep_auto.setChecked(True)
+    assert changed.args == [True] and controls.keep == "auto" and not controls.keep_slider.isEnabled()
+    store.save_keep_auto(True)
+    assert store.keep_auto()
+    controls.set_keep_auto(False)
+    assert controls.keep == controls.keep_slider.value() / 100 and controls.keep_slider.isEnabled()
 
 
 def test_the_flags_are_check_boxes_worded_by_the_schema(dialog):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from engine.core.cancel import CancelToken
@@ -50,6 +52,10 @@ def test_progress_is_monotonic_and_the_whole_calibration_is_stored(uncalibrated,
     assert stored.to_json() == model.to_json()
     assert stored.machine["draft_quant"] == "none" and stored.machine["threads"] == 1
     assert costmodel.load_matching(uncalibrated.info, path) is not None  # the engine's models, its device
+    # Timed with flash attention off (auto on the CPU): rates measured with it on no longer apply.
+    assert stored.machine["flash_attn"] == uncalibrated.info.flash_attn == "off"
+    other = dataclasses.replace(uncalibrated.info, flash_attn="on")
+    assert costmodel.load_matching(other, path) is None
     assert uncalibrated.cost_model is model  # predictions use it at once
 
 

@@ -252,9 +252,9 @@ def test_doctor_torch_line_on_a_cpu_machine(monkeypatch):
 
 
 @pytest.mark.parametrize("flags, offload, draft, says", [
-    (CPU_FLAGS, False, "cuda", "target: CPU (llama.cpp build has no GPU offload)"),
-    (CUDA_FLAGS, True, "cuda", "GPU offload: all 2 layers (CUDA)"),
-    (CUDA_FLAGS, True, "cpu", "target: CPU (the draft runs on cpu, so the target does too)"),
+    (CPU_FLAGS, False, "cuda", "target: CPU (llama.cpp build has no GPU offload), flash attention off"),
+    (CUDA_FLAGS, True, "cuda", "GPU offload: all 2 layers (CUDA), flash attention auto"),
+    (CUDA_FLAGS, True, "cpu", "target: CPU (the draft runs on cpu, so the target does too), flash attention off"),
 ])
 def test_doctor_llama_line_says_where_the_target_runs(pair, monkeypatch, flags, offload, draft, says):
     monkeypatch.setattr(diagnostics, "build_info", lambda: (flags, offload))
@@ -309,3 +309,14 @@ def test_real_cuda_engine_runs_spec_with_the_draft_on_the_gpu(pair, cache_home):
         assert np.isfinite(result.ttft_s)
     finally:
         loaded.close()
+
+
+@pytest.mark.parametrize("draft, gpu_offload, requested, expected", [
+    ("cpu", True, "auto", "off"),  # llama.cpp's CPU kernel is the slower one
+    ("cuda", False, "auto", "off"),
+    ("cuda", True, "auto", "auto"),  # on a GPU llama.cpp decides
+    ("cpu", True, "on", "on"),
+    ("cuda", True, "off", "off"),
+])
+def test_flash_attention_is_off_on_the_cpu_unless_asked_for(draft, gpu_offload, requested, expected):
+    assert place_target(draft, gpu_offload, CUDA_FLAGS).flash_attn(requested) == expected

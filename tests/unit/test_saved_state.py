@@ -146,7 +146,7 @@ def test_another_documents_state_is_never_loaded(engine, store):
     state, sidecar = only_files(store)
     # Someone else's files under this document's name: the sidecar's key gives them away.
     digest = key_digest(DocumentSession(other).key(engine.info.target_path, engine.info.draft_path,
-                                                  SETTINGS.system_prompt, engine.info.n_ctx))
+                                                  SETTINGS.system_prompt, engine.info.n_ctx, engine.info.flash_attn))
     shutil.copy(state, store.folder / f"{digest}.state")
     shutil.copy(sidecar, store.folder / f"{digest}.json")
     result, tokens, notices = ask(engine, document=other)
@@ -250,3 +250,19 @@ def test_a_second_chat_process_answers_from_the_saved_state_a_damaged_one_says_s
     damaged, stderr = chat()
     assert damaged["served_by"] == "cold_full" and damaged["answer"] == answers[0]["answer"]
     assert "specprefill: notice: saved state not used: its file is damaged" in stderr
+
+
+def test_a_state_saved_under_one_flash_attention_setting_is_not_used_under_the_other(engine, store, pair):
+    # Flash attention lays the KV cache's values out differently, so the setting is part of the key.
+    assert engine.info.flash_attn == "off"  # auto on the CPU
+    ask(engine)
+    target, draft = pair
+    flash = Engine.load(ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1,
+                                      flash_attn="on"))
+    try:
+        assert flash.info.flash_attn == "on" and flash.runtime.context.flash_attn == "on"
+        result, _, notices = ask(flash)
+        assert result.served_by == "cold_full" and not notices
+        assert len(store.entries()) == 2  # one state per setting, side by side
+    finally:
+        flash.close()

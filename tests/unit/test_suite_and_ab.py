@@ -664,9 +664,11 @@ def test_without_reuse_cache_the_json_and_csv_keep_their_fields(suite_path):
     data = report.to_json()
     summary = data["summary"]
     assert set(summary) == ONE_SHOT_SUMMARY_KEYS
+    interval = {"accuracy_low", "accuracy_high"}  # #14: there exactly when the group has scored cases
     for group in [summary, *summary["by_kind"].values()]:
-        assert set(group["baseline"]) == ONE_SHOT_BASELINE_SUMMARY_KEYS
-        assert all(set(s) == ONE_SHOT_SPEC_SUMMARY_KEYS for s in group["spec"].values())
+        for run, keys in [(group["baseline"], ONE_SHOT_BASELINE_SUMMARY_KEYS),
+                          *((s, ONE_SHOT_SPEC_SUMMARY_KEYS) for s in group["spec"].values())]:
+            assert set(run) == keys | (interval if run["n_scored"] else set())
     assert set(data["environment"]) == ONE_SHOT_ENVIRONMENT_KEYS
     assert not any("served_by" in run_keys(case) for case in data["cases"])
     assert render_csv(report).splitlines()[0] == ONE_SHOT_CSV_HEADER

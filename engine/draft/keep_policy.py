@@ -1,0 +1,70 @@
+"""keep=auto: how much of the prompt SpecPrefill keeps for one question, from the draft's scores.
+
+A look-up question puts the draft's attention on a few chunks; a summary or a counting question
+spreads it over the document. The spread is measured as the share of the free chunks (not the
+always-kept first and question chunks) that hold most of the score mass above the median, and
+mapped linearly onto [floor, ceiling]. A question worded as a broad one (summarize, how many,
+list all) gets the ceiling whatever its scores, since a single look-ahead reads what such a
+question needs least well.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+MASS = 0.8  # the share of the excess score mass the "relevant" chunks hold
+# Spread at or below LOW keeps the floor, at or above HIGH the ceiling; linear between.
+SPREAD_LOW, SPREAD_HIGH = 0.10, 0.35
+_BROAD = re.compile(
+    r"\b(summar\w*|overview|outline|main (points|topics|ideas|parts)|what (this|the) \w+ (covers?|is about)"
+    r"|list (all|every)|enumerate"
+    r"|how many\b[^?]*\b(list\w*|describ\w*|mention\w*|defin\w*|document\w*|contain\w*|provid\w*))\b",
+    re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class KeepChoice:
+    keep: float
+    reason: str  # short, for the run result and the app: "the relevant text is concentrated"
+    broad: bool  # the question is worded as a whole-document one (coverage auto turns on)
+    spread: float  # the measured spread, in [0, 1]
+
+
+def is_broad_question(question: str) -> bool:
+    """Summaries, counts, lists: questions about the whole document rather than one place in it."""
+    return bool(_BROAD.search(question))
+
+
+def score_spread(chunk_scores: np.ndarray, protected: list[int]) -> float:
+    """Share of the free chunks that hold MASS of the score mass above their median (0: one chunk
+    stands out; about 0.5: nothing does). A flat score row is fully spread (1.0)."""
+    free = np.delete(np.asarray(chunk_scores, dtype=np.float64), protected)
+    if len(free) == 0:
+        return 1.0
+    excess = np.clip(free - np.median(free), 0.0, None)
+    total = float(excess.sum())
+    if total <= 0.0:
+        return 1.0
+    ordered = np.sort(excess)[::-1]
+    needed = int(np.searchsorted(np.cumsum(ordered), MASS * total)) + 1
+    return needed / len(free)
+
+
+def choose_keep(chunk_scores: np.ndarray, protected: list[int], question: str, floor: float,
+                ceiling: float) -> KeepChoice:
+    """The keep for this question: the ceiling for a broad question, else from the scores' spread."""
+    spread = score_spread(chunk_scores, protected)
+    if is_broad_question(question):
+        return KeepChoice(ceiling, "a broad question: it needs the whole document", True, spread)
+    t = min(max((spread - SPREAD_LOW) / (SPREAD_HIGH - SPREAD_LOW), 0.0), 1.0)
+    keep = round(floor + t * (ceiling - floor), 3)
+    if t == 0.0:
+        reason = "the relevant text is concentrated"
+    elif t == 1.0:
+        reason = "the relevant text is spread out"
+    else:
+        reason = "the relevant text is partly spread"
+    return KeepChoice(keep, reason, False, spread)

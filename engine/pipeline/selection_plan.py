@@ -1,0 +1,63 @@
+"""One request's selection: the keep (fixed, or auto from the draft's scores), coverage of the
+document's pages or files for broad questions, then the kept chunks and tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.core.settings import AUTO_KEEP, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, RunSettings
+from engine.draft.keep_policy import choose_keep, is_broad_question
+from engine.draft.selection import chunk_scores, plan_selection, protected_chunks
+from engine.ingest.document import Segment
+from engine.llama.prompt import PreparedPrompt
+
+
+@dataclass(frozen=True)
+class SelectionPlan:
+    scores: np.ndarray  # per chunk
+    protected: list[int]
+    kept: list[int]  # chunk indices, ascending
+    kept_idx: np.ndarray  # token indices, ascending
+    keep: float  # the keep that ran (auto's choice, or the fixed one)
+    keep_reason: str  # why auto chose it; "" for a fixed keep
+    covered_parts: int  # pages or files covered first; 0 when coverage was off
+
+
+def segment_token_parts(segments: Sequence[Segment], offsets: Sequence[int], doc_start_char: int,
+                        doc_token_span: tuple[int, int]) -> list[tuple[int, int]]:
+    """Each segment's token range in the prompt: its chars shifted by where the document starts in
+    the prompt text, found among the tokens' start offsets (within the document's tokens)."""
+    starts = np.asarray(offsets, dtype=np.int64)
+    lo, hi = doc_token_span
+    parts = []
+    for seg in segments:
+        a = int(np.searchsorted(starts, doc_start_char + seg.start, side="left"))
+        b = int(np.searchsorted(starts, doc_start_char + seg.end, side="left"))
+        a, b = max(a, lo), min(b, hi)
+        if b > a:
+            parts.append((a, b))
+    return parts
+
+
+def wants_coverage(settings: RunSettings, question: str) -> bool:
+    return settings.coverage == "on" or (settings.coverage == "auto" and is_broad_question(question))
+
+
+def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, settings: RunSettings,
+                           budget: int | None, parts: list[tuple[int, int]]) -> SelectionPlan:
+    """The keep, then the selection; `parts` (segment_token_parts) are covered when the question
+    wants coverage and the document has more than one of them."""
+    question = prompt.parts.question
+    keep, reason = settings.keep, ""
+    if keep == AUTO_KEEP:
+        choice = choose_keep(chunk_scores(importance, settings.chunk_size),
+                             protected_chunks(len(importance), settings.chunk_size, prompt.tail_start),
+                             question, AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING)
+        keep, reason = choice.keep, choice.reason
+    covered = parts if len(parts) > 1 and wants_coverage(settings, question) else []
+    scores, protected, kept, kept_idx = plan_selection(importance, settings.chunk_size, float(keep),
+                                                       prompt.tail_start, budget, covered)
+    return SelectionPlan(scores, protected, kept, kept_idx, float(keep), reason, len(covered))

@@ -1,0 +1,76 @@
+"""Draft-only probe for keep=auto: per case, the draft's score spread, auto's keep, and whether the
+answer's text (or each summary key point) survives the selection at fixed keeps and at auto."""
+import json, re, sys, time
+from collections import defaultdict
+from pathlib import Path
+import numpy as np
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from engine.core.settings import ModelSettings, RunSettings
+from engine.core.steps import run_to_end
+from engine.draft.scorer import DraftPrefix
+from engine.draft.keep_policy import choose_keep
+from engine.draft.selection import chunk_scores, protected_chunks
+from engine.eval.suite import load_suite
+from engine.ingest import load_document
+from engine.llama.prompt import token_char_offsets
+from engine.pipeline import Engine
+from engine.pipeline.selection_plan import plan_request_selection, segment_token_parts, wants_coverage
+
+KEEPS = [0.1, 0.2, 0.3, 0.4]
+out = open(sys.argv[1], "w")
+cases = load_suite(ROOT / "resources/eval/fidelity.jsonl") + load_suite(ROOT / "resources/eval/dev.jsonl")
+by_doc = defaultdict(list)
+for c in cases:
+    by_doc[c.doc].append(c)
+engine = Engine.load(ModelSettings())
+base = RunSettings()
+
+def spans(text, phrase):
+    low, p = text.lower(), phrase.lower()
+    i = low.find(p)
+    while i >= 0:
+        yield i, i + len(p)
+        i = low.find(p, i + 1)
+
+def survives(phrases, doc_text, offsets, doc_start, kept_mask):
+    for ph in phrases:
+        for a, b in spans(doc_text, ph):
+            t0 = int(np.searchsorted(offsets, doc_start + a, side="right")) - 1
+            t1 = int(np.searchsorted(offsets, doc_start + b, side="left"))
+            if t1 > t0 and kept_mask[t0:t1].mean() >= 0.5:
+                return True
+    return False
+
+for doc_path, doc_cases in by_doc.items():
+    doc = load_document(doc_path)
+    prefix = None
+    for case in doc_cases:
+        prompt = engine.prepare(doc.text, case.question, base)
+        if prompt.n_tokens > 30000:
+            print("skip", case.id, prompt.n_tokens, flush=True); break
+        if prefix is None:
+            prefix = DraftPrefix(prompt.tokens[:prompt.tail_start].copy(), base.draft_window)
+        t = time.perf_counter()
+        score = run_to_end(engine.scorer.iter_score(prompt.tokens.tolist(), base.lookahead, base.kernel,
+                                                    window=base.draft_window, prefix=prefix))
+        draft_s = time.perf_counter() - t
+        offsets = np.array(token_char_offsets(engine.runtime.model, prompt))
+        doc_start = len(prompt.parts.prefix)
+        parts = segment_token_parts(doc.segments, offsets, doc_start, prompt.doc_token_span)
+        scores = chunk_scores(score.importance, base.chunk_size)
+        prot = protected_chunks(prompt.n_tokens, base.chunk_size, prompt.tail_start)
+        choice = choose_keep(scores, prot, case.question, 0.1, 0.4)
+        row = dict(id=case.id, kind=case.kind, tokens=prompt.n_tokens, spread=round(choice.spread, 4),
+                   auto_keep=choice.keep, broad=choice.broad, draft_s=round(draft_s, 1), parts=len(parts))
+        points = case.key_points or ([case.answers] if case.answers else [])
+        for label, keep, cov in [*((str(k), k, "off") for k in KEEPS), ("auto", "auto", "off"),
+                                 *((f"{k}+cov", k, "on") for k in KEEPS), ("auto+cov", "auto", "auto")]:
+            plan = plan_request_selection(score.importance, prompt, RunSettings(keep=keep, coverage=cov), None, parts)
+            mask = np.zeros(prompt.n_tokens, bool); mask[plan.kept_idx] = True
+            hit = [survives(p, doc.text, offsets, doc_start, mask) for p in points]
+            row[label] = round(sum(hit) / len(hit), 3) if hit else None
+            row[label + "_kept"] = round(len(plan.kept_idx) / prompt.n_tokens, 3)
+        out.write(json.dumps(row) + "\n"); out.flush()
+        print(row["id"], row["kind"], row["spread"], row["auto_keep"], row["0.1"], row["0.2"], row["auto"], flush=True)
+engine.close()
