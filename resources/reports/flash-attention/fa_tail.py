@@ -7,7 +7,7 @@ sys.path.insert(0, str(ROOT))
 from engine.llama.native import LlamaModel, LlamaContext, ensure_backend
 from engine.ingest import load_document
 
-N = int(sys.argv[1]); modes = [int(x) for x in sys.argv[2].split(",")]
+N = int(sys.argv[1]); modes = sys.argv[2].split(",")  # "on,off": the context's flash attention, in order
 ensure_backend()
 m = LlamaModel(Path.home() / ".cache/specprefill/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
 doc = load_document(Path(ROOT / "resources/samples/docs/R-intro.pdf"))
