@@ -90,7 +90,7 @@ class SettingsStore:
 
     def keep_auto(self) -> bool:
         """Whether the keep is auto (chosen per question); off by default."""
-        return str(self._s.value("ui/keep_auto", 0)).lower() not in ("0", "false")
+        return self._flag("ui/keep_auto", False)
 
     def save_keep_auto(self, auto: bool) -> None:
         self._s.setValue("ui/keep_auto", int(auto))
@@ -118,11 +118,15 @@ class SettingsStore:
 
     def answer_markdown(self) -> bool:
         """Whether finished answers render as Markdown (else plain text); on by default."""
-        return str(self._s.value("ui/answer_markdown", 1)).lower() not in ("0", "false")
+        return self._flag("ui/answer_markdown", True)
 
     def save_answer_markdown(self, on: bool) -> None:
         self._s.setValue("ui/answer_markdown", int(on))
         self._s.sync()
+
+    def _flag(self, key: str, default: bool) -> bool:
+        """A stored on/off choice: ini files hold it as 0/1, older ones as false/true."""
+        return str(self._s.value(key, int(default))).lower() not in ("0", "false")
 
     def _bytes(self, key: str) -> QByteArray | None:
         raw = self._s.value(key)

@@ -48,8 +48,8 @@ def wants_coverage(settings: RunSettings, question: str) -> bool:
 
 def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, settings: RunSettings,
                            budget: int | None, parts: list[tuple[int, int]]) -> SelectionPlan:
-    """The keep, then the selection; `parts` (segment_token_parts) are covered when the question
-    wants coverage and the document has more than one of them."""
+    """The keep, then the selection; `parts` (segment_token_parts, given only when the question wants
+    coverage) are covered when there is more than one of them."""
     question = prompt.parts.question
     keep, reason = settings.keep, ""
     if keep == AUTO_KEEP:
@@ -57,7 +57,7 @@ def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, setti
                              protected_chunks(len(importance), settings.chunk_size, prompt.tail_start),
                              question, AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING)
         keep, reason = choice.keep, choice.reason
-    covered = parts if len(parts) > 1 and wants_coverage(settings, question) else []
+    covered = parts if len(parts) > 1 else []
     scores, protected, kept, kept_idx = plan_selection(importance, settings.chunk_size, float(keep),
                                                        prompt.tail_start, budget, covered)
     return SelectionPlan(scores, protected, kept, kept_idx, float(keep), reason, len(covered))

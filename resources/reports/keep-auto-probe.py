@@ -66,7 +66,9 @@ for doc_path, doc_cases in by_doc.items():
         points = case.key_points or ([case.answers] if case.answers else [])
         for label, keep, cov in [*((str(k), k, "off") for k in KEEPS), ("auto", "auto", "off"),
                                  *((f"{k}+cov", k, "on") for k in KEEPS), ("auto+cov", "auto", "auto")]:
-            plan = plan_request_selection(score.importance, prompt, RunSettings(keep=keep, coverage=cov), None, parts)
+            run = RunSettings(keep=keep, coverage=cov)
+            plan = plan_request_selection(score.importance, prompt, run, None,
+                                          parts if wants_coverage(run, case.question) else [])
             mask = np.zeros(prompt.n_tokens, bool); mask[plan.kept_idx] = True
             hit = [survives(p, doc.text, offsets, doc_start, mask) for p in points]
             row[label] = round(sum(hit) / len(hit), 3) if hit else None
