@@ -13,9 +13,18 @@ def positions_text(supported: bool) -> str:
     return "restore positions: supported" if supported else "renumber only"
 
 
+def target_text(info: Any) -> str:
+    """Where the target runs, naming each backend when its layers are split between several:
+    "CPU 10 layers + 2 RPC workers 9+9 (CPU, RPC 127.0.0.1:50052, RPC 127.0.0.1:50053)"."""
+    backends = tuple(getattr(info, "target_backends", ()))  # infos from before RPC workers have none
+    if len(backends) < 2:
+        return info.target_device
+    return f"{info.target_device} ({', '.join(backends)})"
+
+
 def devices_text(info: Any) -> str:
     """"Draft: cuda · Target: GPU (all layers, CUDA) · context 32,768"."""
-    return f"Draft: {info.device} · Target: {info.target_device} · context {format_count(int(info.n_ctx))}"
+    return f"Draft: {info.device} · Target: {target_text(info)} · context {format_count(int(info.n_ctx))}"
 
 
 def target_reason_text(info: Any) -> str:

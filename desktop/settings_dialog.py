@@ -3,6 +3,8 @@
 Every row is generated from the field's Option (engine.api): its label, tooltip (the help
 text), spin range, choices, and the text shown for None ("Auto (…)") or 0 ("Full attention").
 So the dialog cannot offer a value the engine refuses, such as a look-ahead of 0.
+A few unlabelled fields get a section of their own below the rows (OWN_SECTIONS): the RPC
+workers (ModelSettings.rpc) are a list with its own buttons, not one value in a row.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from PySide6.QtWidgets import (
 )
 
 from engine.api import DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, option_of, value_type
-from desktop.settings_store import RunPreferences, dialog_fields
+from desktop.remote_workers import RemoteWorkersPanel
+from desktop.settings_store import RunPreferences, dialog_fields, schema_fields
 
 SPIN_LIMIT = 2**31 - 1  # a QSpinBox holds a 32-bit int
 FLOAT_DECIMALS = 2  # sizes in GB: hundredths are fine enough
@@ -41,6 +44,8 @@ UNTICKED_STARTS = {"min_tokens": DEFAULT_MIN_TOKENS}
 # The attribute names the window and its tests use for some rows; the others use the field's name.
 ATTRIBUTES = {"target_path": "target", "draft_path": "draft", "draft_quant": "draft_precision",
               "n_threads": "threads", "n_ctx": "context", "min_tokens": "threshold"}
+# Fields edited in a section of their own rather than a form row, with the section's widget and attribute name.
+OWN_SECTIONS = {"rpc": (RemoteWorkersPanel, "remote_workers")}
 
 
 def _largest(option: Option) -> int:
@@ -212,6 +217,11 @@ class _AutomaticOrCount(QWidget):
         self.set_value(value)
 
 
+def edited_fields(cls: type) -> list[str]:
+    """The fields of `cls` the dialog edits: the labelled rows, then those with a section of their own."""
+    return dialog_fields(cls) + [name for name in OWN_SECTIONS if name in schema_fields(cls)]
+
+
 def editor_for(cls: type, name: str, option: Option) -> QWidget:
     """The widget that edits field `name` of `cls`, from its type and Option."""
     kind = value_type(cls, name)
@@ -240,6 +250,7 @@ class SettingsDialog(QDialog):
         self._editors: dict[str, QWidget] = {}
         for cls in (ModelSettings, RunSettings):
             self._add_rows(cls)
+        sections = [self._add_section(name) for name in OWN_SECTIONS]
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok
             | QDialogButtonBox.StandardButton.Cancel
@@ -252,6 +263,8 @@ class SettingsDialog(QDialog):
         self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
         layout = QVBoxLayout(self)
         layout.addLayout(self._form)
+        for section in sections:
+            layout.addWidget(section)
         layout.addWidget(buttons)
         self.resize(640, self.sizeHint().height())
         self.set_values(model_settings, run_prefs)
@@ -264,6 +277,13 @@ class SettingsDialog(QDialog):
             setattr(self, ATTRIBUTES.get(name, name), editor)
             self._form.addRow(f"{option.label}:", editor)
 
+    def _add_section(self, name: str) -> QWidget:
+        section_class, attribute = OWN_SECTIONS[name]
+        section = section_class()
+        self._editors[name] = section
+        setattr(self, attribute, section)
+        return section
+
     def editor(self, name: str) -> QWidget:
         """The widget editing settings field `name`."""
         return self._editors[name]
@@ -273,17 +293,22 @@ class SettingsDialog(QDialog):
 
     def set_values(self, model_settings: ModelSettings, run_prefs: RunPreferences) -> None:
         for source, cls in ((model_settings, ModelSettings), (run_prefs, RunSettings)):
-            for name in dialog_fields(cls):
+            for name in edited_fields(cls):
                 self._editors[name].set_field_value(getattr(source, name))
 
     def restore_defaults(self) -> None:
         self.set_values(ModelSettings(), RunPreferences())
 
     def model_settings(self) -> ModelSettings:
-        return replace(self._base, **self._values_of(dialog_fields(ModelSettings)))
+        values = self._values_of(edited_fields(ModelSettings))
+        if values["rpc"] != self._base.rpc:
+            # An explicit layer split names one weight per worker: it does not carry over to other workers,
+            # and the engine refuses one that does not match. Other workers are split by their free memory.
+            values["rpc_split"] = ""
+        return replace(self._base, **values)
 
     def run_preferences(self) -> RunPreferences:
-        return RunPreferences(**self._values_of(dialog_fields(RunSettings)))
+        return RunPreferences(**self._values_of(edited_fields(RunSettings)))
 
     def _values_of(self, names: list[str]) -> dict[str, Any]:
         return {name: self._editors[name].field_value() for name in names}

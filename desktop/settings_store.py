@@ -5,7 +5,9 @@ The settings are read and written by one loop over the engine's settings schema
 (those with a label), under "models/<field>" and "run/<field>". A value read back is
 coerced to its field's type and checked by the field's Option; one that is missing,
 unreadable or refused reads as the field's default. So no default, range or choice is
-written here. Tests pass a QSettings on a temporary ini file.
+written here. ModelSettings also checks its fields together (an RPC worker's format, a layer
+split with one weight per worker): where it refuses the stored whole, the one field whose
+default makes it acceptable reads as that default. Tests pass a QSettings on a temporary ini file.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from engine.api import ModelSettings, Option, RunSettings, option_of, options, value_type
+from engine.api import ModelSettings, Option, RunSettings, SettingsError, option_of, options, value_type
 from desktop.run_controls import KEEP_DEFAULT, KEEP_MAX, KEEP_MIN
 
 log = logging.getLogger(__name__)
@@ -65,7 +67,12 @@ class SettingsStore:
     # --- settings from the schema -------------------------------------------------------------
 
     def model_settings(self) -> ModelSettings:
-        return ModelSettings(**self._read_fields(MODELS, ModelSettings, schema_fields(ModelSettings)))
+        values = self._read_fields(MODELS, ModelSettings, schema_fields(ModelSettings))
+        try:
+            return ModelSettings(**values)
+        except SettingsError as exc:  # a hand-edited file must not stop the app from starting
+            log.warning("ignoring a stored model setting: %s", exc)
+            return _with_one_field_reset(values)
 
     def save_model_settings(self, settings: ModelSettings) -> None:
         self._write_fields(MODELS, ModelSettings, asdict(settings))
@@ -177,6 +184,20 @@ class SettingsStore:
             log.warning("ignoring the stored %s (%s): %s", key, raw, exc)
             return default
         return value
+
+
+def _with_one_field_reset(values: dict[str, Any]) -> ModelSettings:
+    """The stored model settings with the first field reset to its default that makes them acceptable;
+    all defaults when no single field does."""
+    for name, value in values.items():
+        default = getattr(ModelSettings, name)
+        if value == default:
+            continue
+        try:
+            return ModelSettings(**{**values, name: default})
+        except SettingsError:
+            continue
+    return ModelSettings()
 
 
 def _stored_none(kind: type, option: Option) -> int | str:

@@ -16,6 +16,7 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsError, EngineBusyError, IngestError,
                                 InsufficientMemoryError, ModelError, NotCalibratedError, PasswordError,
                                 PositionsUnsupportedError, RuntimeFailure, SettingsError, SpecPrefillError)
+from engine.core.endpoints import DEFAULT_WORKER_PORT, Endpoint, is_loopback, join_endpoints, parse_endpoint, parse_endpoints
 from engine.core.formatting import (MISSING, format_accuracy, format_bytes, format_count, format_duration,
                                     format_percent, format_percent_short, format_rate, format_ratio, format_seconds)
 from engine.core.events import (SERVED_BY_LABELS, BackgroundEnded, BackgroundEvent, BackgroundProgress,
@@ -31,6 +32,7 @@ from engine.eval.results import (AbReport, CaseRecord, GroupSummary, RunRecord, 
                                  run_notes, selection_note)
 from engine.eval.suite import DEFAULT_KIND, Case, SuiteError, load_suite, parse_suite
 from engine.ingest import load_document
+from engine.llama.rpc.workers import WorkerMemory, query_memory
 from engine.ingest.document import Document
 from engine.pipeline.kept_positions import GAPPED as GAPPED_POSITIONS
 from engine.pipeline.session import SESSION_MODES, DocumentSession
@@ -59,6 +61,8 @@ __all__ = [
     "SESSION_MODES", "GAPPED_POSITIONS", "fit_note", "run_notes", "selection_note", "AUTO_KEEP", "nominal_keep",
     "format_bytes", "format_count", "format_percent", "format_percent_short", "format_rate", "format_ratio",
     "format_seconds",
+    "DEFAULT_WORKER_PORT", "Endpoint", "is_loopback", "join_endpoints", "parse_endpoint", "parse_endpoints",
+    "WorkerMemory", "query_memory",
 ]
 
 

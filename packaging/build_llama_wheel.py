@@ -26,16 +26,18 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import TextIO
 
 LLAMA_VERSION = "0.3.36"
 PATCH_FILE = Path(__file__).with_name("llama-cpp-gapped-positions.patch")
 # Ours: always passed first, whatever the user adds.
-CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
+CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_RPC=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
 GPU_CMAKE_ARGS = {"cpu": "", "cuda": "-DGGML_CUDA=on"}
 # First match names the backend in the cache key; HIPBLAS is the older name of HIP.
 BACKEND_FLAGS = (("cuda", "GGML_CUDA"), ("metal", "GGML_METAL"), ("vulkan", "GGML_VULKAN"),
@@ -47,6 +49,9 @@ DOWNLOAD_HINT = ("pip could not fetch the llama-cpp-python sdist: "
                  "check the network and your pip index (pip config list).")
 PATCH_HINT = ("`patch` applies the gapped-positions patch (Debian/Ubuntu: sudo apt install patch); "
               "if it ran, the patch no longer applies to this sdist.")
+RPC_SERVER = "ggml-rpc-server"  # llama.cpp's RPC worker (tools/rpc): `specprefill worker` starts it
+RPC_SERVER_HINT = ("the RPC worker (tools/rpc/rpc-server.cpp) did not compile against the wheel's ggml: "
+                   "look above for the first 'error' (a C++17 compiler is needed)")
 BUILD_HINT = ("look above for the first 'error'. Usual causes: no C/C++ compiler (sudo apt install build-essential), "
               "cmake (sudo apt install cmake), no disk space in the temporary dir (df -h ${TMPDIR:-/tmp}), "
               "or a GPU backend's toolkit (nvcc for -DGGML_CUDA=on). Check with: python3 packaging/preflight.py")
@@ -161,12 +166,42 @@ def build_env(extra_args: str) -> dict[str, str]:
     return dict(os.environ, CMAKE_ARGS=cmake_args, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
 
 
+def unpack_wheel_libs(wheel: Path, dest: Path) -> Path:
+    """The wheel's native libraries (llama_cpp/lib/*.so*), unpacked to link the RPC worker against."""
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith("llama_cpp/lib/"):
+                zf.extract(name, dest)
+    return dest / "llama_cpp" / "lib"
+
+
+def rpc_server_command(src: Path, lib_dir: Path, out: Path) -> list[str]:
+    # $ORIGIN: installed beside the wheel's libraries (install_rpc_server), it finds them there.
+    ggml = src / "vendor" / "llama.cpp"
+    return [os.environ.get("CXX", "c++"), "-std=c++17", "-O2", "-I", str(ggml / "ggml" / "include"),
+            str(ggml / "tools" / "rpc" / "rpc-server.cpp"), "-L", str(lib_dir), "-lggml", "-lggml-base",
+            "-Wl,-rpath,$ORIGIN", "-o", str(out)]
+
+
+def build_rpc_server(src: Path, wheel: Path, out_dir: Path, log: TextIO) -> Path:
+    """Compile llama.cpp's RPC worker against this wheel's own ggml, so worker and client always
+    speak the same protocol version. One source file: seconds, not a second ggml build."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="llama-libs-") as tmp:
+        out = out_dir / RPC_SERVER
+        run_logged(rpc_server_command(src, unpack_wheel_libs(wheel, Path(tmp)), out), log, RPC_SERVER_HINT)
+    say(f"== llama.cpp: {RPC_SERVER} built in {time.monotonic() - started:.0f} s "
+        f"({out.stat().st_size / 1e6:.1f} MB)", log)
+    return out
+
+
 def build_wheel(src: Path, out_dir: Path, extra_args: str, log: TextIO) -> Path:
     partial = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)  # a failed build's leftovers are never picked up
     partial.mkdir(parents=True)
     try:
         run_logged(wheel_command(src, partial), log, BUILD_HINT, env=build_env(extra_args))
+        build_rpc_server(src, cached_wheel(partial), partial, log)
         shutil.rmtree(out_dir, ignore_errors=True)  # an empty key folder would block the rename
         partial.rename(out_dir)  # atomic: a half-built wheel is never picked up
     finally:
@@ -227,8 +262,26 @@ def report_failure(failure: StepFailed, log_path: Path) -> None:
 
 def install_wheel(wheel: Path) -> int:
     say(f"== llama.cpp: installing {wheel.name} into {sys.prefix}")
-    return subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           "--force-reinstall", "--no-deps", str(wheel)]).returncode
+    rc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                         "--force-reinstall", "--no-deps", str(wheel)]).returncode
+    return rc or install_rpc_server(wheel.parent / RPC_SERVER)
+
+
+def installed_lib_dir() -> Path:
+    """Where the installed wheel keeps its native libraries in this interpreter's environment."""
+    return Path(sysconfig.get_path("platlib")) / "llama_cpp" / "lib"
+
+
+def install_rpc_server(server: Path) -> int:
+    """Put the RPC worker beside the installed wheel's libraries, where the app looks for it."""
+    lib_dir = installed_lib_dir()
+    if not server.is_file():
+        say(f"== llama.cpp: no {RPC_SERVER} beside the cached wheel ({server.parent}); "
+            "`specprefill worker` will not run until the wheel is rebuilt")
+        return 0
+    shutil.copy2(server, lib_dir / RPC_SERVER)
+    say(f"== llama.cpp: {RPC_SERVER} installed in {lib_dir}")
+    return 0
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

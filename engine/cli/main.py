@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from engine.cli import ab, bench, cache, calibrate, chat, doctor, estimate, models, needles, run
+from engine.cli import ab, bench, cache, calibrate, chat, doctor, estimate, models, needles, run, worker
 from engine.cli.loading import install_ctrl_c
 from engine.cli.options import EXIT_USAGE, OneLineParser
 from engine.core.about import app_version
@@ -21,7 +21,7 @@ from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsEr
 
 EXIT_INTERNAL = 1
 EXIT_CANCELLED = 130
-VERBS = (run, chat, cache, models, doctor, bench, calibrate, estimate, ab, needles)
+VERBS = (run, chat, cache, models, doctor, bench, calibrate, estimate, ab, needles, worker)
 
 # The remedy each error type gets on this command line, most specific type first.
 REMEDIES: tuple[tuple[type[Exception], str], ...] = (

@@ -46,6 +46,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         "models": {"target": engine.info.target_name, "draft": engine.info.draft_name,
                    "device": engine.info.device, "target_device": engine.info.target_device,
                    "flash_attn": engine.info.flash_attn, "restore_supported": engine.info.positions_supported},
+        "target_backends": list(engine.info.target_backends),
     }
     if "baseline" in results and "spec" in results and results["spec"].ttft_s > 0:
         report["speedup"] = results["baseline"].ttft_s / results["spec"].ttft_s

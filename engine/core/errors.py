@@ -49,6 +49,10 @@ class RuntimeFailure(SpecPrefillError):
     """The native runtime reported an error."""
 
 
+class WorkerLostError(RuntimeFailure):
+    """An RPC worker stopped answering (or the process that talks to it died): the run ended."""
+
+
 class Cancelled(Exception):
     """The user cancelled the run. Not an error: nothing is reported as failed."""
 

@@ -15,6 +15,7 @@ from functools import cache
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from engine.core.endpoints import Endpoint, parse_endpoints, parse_split
 from engine.core.errors import SettingsError
 
 PositionMode = Literal["auto", "restore", "renumber", "compress"]
@@ -169,12 +170,30 @@ class ModelSettings:
         help="GB of memory for the draft's keys and values of open documents, so a follow-up SpecPrefill "
              "scores only its question; least recently used dropped first (0 = off)")
 
+    rpc: str = setting(
+        "", flag="--rpc", what="RPC workers",
+        help="llama.cpp RPC workers for the target, HOST:PORT[,HOST:PORT...] (start one with `specprefill "
+             "worker`): the target's layers are split between this machine and them; the draft stays here. "
+             "The RPC protocol has no authentication: trusted networks only")
+    rpc_split: str = setting(
+        "", flag="--rpc-split", what="RPC split",
+        help="the target's layer split, this machine's weight first, then one per worker (e.g. 2,1,1); "
+             "default: in proportion to each one's free memory")
+    rpc_timeout: float = setting(
+        180.0, minimum=1.0, maximum=86400.0, what="RPC timeout",
+        help="seconds the target may go without an answer from its RPC workers before the run is ended")
+
     def __post_init__(self) -> None:
         for name in ("target_path", "draft_path"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):
                 setattr(self, name, Path(value))
         validate(self)
+        parse_split(self.rpc_split, len(parse_endpoints(self.rpc)))  # raises SettingsError when malformed
+
+    @property
+    def workers(self) -> tuple[Endpoint, ...]:
+        return parse_endpoints(self.rpc)
 
 
 @dataclass

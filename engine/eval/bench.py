@@ -66,6 +66,7 @@ class BenchModels:
     restore_supported: bool
     target_device: str = "CPU"  # reports written before the GPU path have no such field
     flash_attn: str | None = None  # the target's flash attention ("on", "off", "auto"); None: not recorded
+    target_backends: tuple[str, ...] | None = None  # "CPU", "RPC HOST:PORT"...; None: not recorded
 
 
 @dataclass(frozen=True)
@@ -78,16 +79,22 @@ class BenchReport:
     models: BenchModels
 
     def to_json(self) -> dict:
-        models = asdict(self.models)
-        if models["flash_attn"] is None:
-            del models["flash_attn"]  # a report from before it was recorded writes back as it was
+        # Fields a report from before they were recorded lacks: it writes back as it was.
+        models = {name: value for name, value in asdict(self.models).items() if value is not None}
+        if "target_backends" in models:
+            models["target_backends"] = list(models["target_backends"])
         return {"results": [row.to_json() for row in self.results], "keep": self.keep, "doc": self.doc,
                 "models": models}
 
     @classmethod
     def from_json(cls, data: dict) -> BenchReport:
         return cls(results=tuple(BenchRow.from_json(row) for row in data["results"]), keep=data["keep"],
-                   doc=data["doc"], models=BenchModels(**data["models"]))
+                   doc=data["doc"], models=BenchModels(**{**data["models"], **_backends_of(data["models"])}))
+
+
+def _backends_of(models: dict) -> dict:
+    backends = models.get("target_backends")
+    return {} if backends is None else {"target_backends": tuple(backends)}
 
 
 def bench_report(rows: list[BenchRow], keep: float | str, doc: str, info: EngineInfo) -> BenchReport:
@@ -95,7 +102,8 @@ def bench_report(rows: list[BenchRow], keep: float | str, doc: str, info: Engine
     return BenchReport(results=tuple(rows), keep=keep, doc=doc,
                        models=BenchModels(target=info.target_name, draft=info.draft_name, device=info.device,
                                           restore_supported=info.positions_supported,
-                                          target_device=info.target_device, flash_attn=info.flash_attn))
+                                          target_device=info.target_device, flash_attn=info.flash_attn,
+                                          target_backends=info.target_backends))
 
 
 def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:

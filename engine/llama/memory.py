@@ -18,12 +18,13 @@ def target_kv_shape(model: LlamaModel) -> KvShape:
 
 
 def load_needs(target: LlamaModel, n_ctx: int, target_device: str, draft_weights: int,
-               draft_device: str) -> dict[str, MemoryNeed]:
+               draft_device: str, local_weights: bool = True) -> dict[str, MemoryNeed]:
     """What loading both models needs, per device. Checked with the target opened on the CPU
     (mapped file pages, which the system counts as available) before anything goes to a GPU:
-    its weights and KV count where they will live, the draft's weights where the draft will."""
+    its weights and KV count where they will live, the draft's weights where the draft will.
+    local_weights=False: the target's layers are split with RPC workers by their free memory."""
     return needs_by_device(f"loading the models with a {n_ctx}-token context", (
-        (target_device, "target weights", target.tensor_bytes()),
+        (target_device, "target weights", target.tensor_bytes() if local_weights else 0),
         (target_device, f"target KV cache for {n_ctx} tokens", target_kv_shape(target).bytes_for(n_ctx)),
         (draft_device, "draft weights", draft_weights),
     ))

@@ -60,16 +60,38 @@ def build_info() -> tuple[str, bool]:
     return " ".join(flags.split()), bool(L.llama_supports_gpu_offload())
 
 
+def next_generation() -> int:
+    """A KV cache generation no context has had: see LlamaContext.generation."""
+    return next(_GENERATIONS)
+
+
+def _set_devices(params, devices: list[int] | None, tensor_split: list[float] | None) -> tuple:
+    """Point the model params at these devices and split; returns the arrays they point into."""
+    if devices is None:
+        return ()
+    dev_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)  # NULL-terminated
+    split = list(tensor_split or [])
+    split_array = (ctypes.c_float * L.llama_max_devices())(*split)
+    params.devices = ctypes.cast(dev_array, ctypes.c_void_p)
+    params.tensor_split = split_array
+    return dev_array, split_array
+
+
 class LlamaModel:
     """A loaded GGUF model and its vocabulary."""
 
-    def __init__(self, path: Path, *, n_gpu_layers: int = 0, vocab_only: bool = False):
+    def __init__(self, path: Path, *, n_gpu_layers: int = 0, vocab_only: bool = False,
+                 devices: list[int] | None = None, tensor_split: list[float] | None = None):
+        """`devices` (ggml device handles, e.g. RPC workers') take the last n_gpu_layers layers,
+        shared in the proportions of `tensor_split`; None: llama.cpp's own choice of devices."""
         ensure_backend()
         params = L.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
+        keep_alive = _set_devices(params, devices, tensor_split)  # read by the load below
         self.path = Path(path)
         self._ptr = L.llama_model_load_from_file(str(self.path).encode(), params)
+        del keep_alive
         if not self._ptr:
             raise ModelError(f"llama.cpp could not load {self.path.name}: not a valid GGUF model?")
         self.vocab = L.llama_model_get_vocab(self._ptr)
@@ -252,7 +274,7 @@ class LlamaContext:
         self.cancel: CancelToken = NEVER
         # A new one at every clear(): whoever filled the KV cache at generation g knows it still
         # holds their tokens while the generation is still g.
-        self.generation = next(_GENERATIONS)
+        self.generation = next_generation()
         self._abort_cb = L.ggml_abort_callback(lambda _data: self.cancel.cancelled)
         L.llama_set_abort_callback(self._ptr, self._abort_cb, None)
         self.batch = LlamaBatch(n_batch)
@@ -262,6 +284,11 @@ class LlamaContext:
         if not self._ptr:
             raise RuntimeError("context is closed")
         return self._ptr
+
+    def like(self) -> LlamaContext:
+        """A second context on the same model with the same settings: a KV cache of its own."""
+        return LlamaContext(self.model, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads,
+                            flash_attn=self.flash_attn)
 
     def close(self) -> None:
         if self._ptr:
@@ -274,7 +301,7 @@ class LlamaContext:
 
     def clear(self) -> None:
         L.llama_memory_clear(L.llama_get_memory(self.ptr), True)
-        self.generation = next(_GENERATIONS)
+        self.generation = next_generation()
 
     def remove_after(self, position: int) -> bool:
         """Drop the KV entries at positions >= position (sequence 0), keeping those before it.

@@ -37,10 +37,7 @@ class TargetRuntime:
     def sibling(self) -> TargetRuntime:
         """A second context on the same model, with the same settings: a KV cache of its own.
         Closing it leaves the model to this runtime."""
-        ctx = self.context
-        return TargetRuntime(self.model, LlamaContext(self.model, n_ctx=ctx.n_ctx, n_batch=ctx.n_batch,
-                                                      n_threads=ctx.n_threads, flash_attn=ctx.flash_attn),
-                             owns_model=False)
+        return TargetRuntime(self.model, self.context.like(), owns_model=False)
 
     def _decode(self, tokens: np.ndarray, positions: np.ndarray, want_logits: bool) -> None:
         rc = self.context.decode(tokens, positions, want_logits)

@@ -20,6 +20,8 @@ from engine.core.memory import available_bytes
 from engine.core.settings import ModelSettings
 from engine.draft.loader import DraftDevice, pick_device
 from engine.llama.native import LlamaContext, LlamaModel, build_info
+from engine.llama.rpc.ggml_backends import has_rpc, lib_dir
+from engine.llama.rpc.workers import RPC_SERVER, WorkerMemory, query_memory
 from engine.llama.runtime import TargetRuntime
 from engine.models import defaults
 from engine.pipeline import costmodel
@@ -126,6 +128,27 @@ def check_llama(target: Path | None, draft_device: str = "cpu", flash_attn: str 
     return Check("llama.cpp", f"{package_version('llama-cpp-python')}, {offload}, {attention}, {positions}; {flags}")
 
 
+def describe_worker(memory: WorkerMemory) -> str:
+    if memory.error:
+        return f"RPC {memory.endpoint} {memory.error}"
+    return f"RPC {memory.endpoint} (lends {format_bytes(memory.free_bytes)} of {format_bytes(memory.total_bytes)})"
+
+
+def check_backends(settings: ModelSettings) -> Check:
+    """The target's backends: this machine, then each RPC worker with what it lends (asked over RPC)."""
+    built = has_rpc()
+    tool = "installed" if (lib_dir() / RPC_SERVER).is_file() else "not installed"
+    build = f"RPC backend {'built' if built else 'NOT built'}, worker tool {tool}"
+    workers = settings.workers
+    if not workers:
+        return Check("backends", f"CPU (no RPC workers set; {build})")
+    if not built:
+        return Check("backends", f"{build}: rebuild llama.cpp to use --rpc", ok=False)
+    memories = [query_memory(endpoint) for endpoint in workers]
+    listed = "; ".join(["CPU", *map(describe_worker, memories)])
+    return Check("backends", f"{listed} ({build})", ok=not any(m.error for m in memories))
+
+
 def check_model(spec: defaults.ModelSpec, custom: Path | None) -> Check:
     if custom is not None:
         exists = Path(custom).exists()
@@ -150,5 +173,5 @@ def diagnose(settings: ModelSettings | None = None) -> list[Check]:
     settings = settings or ModelSettings()
     models = [check_model(defaults.TARGET, settings.target_path), check_model(defaults.DRAFT, settings.draft_path)]
     target = (settings.target_path or defaults.TARGET.path) if models[0].ok else None
-    return [check_python(), check_torch(settings), check_llama(target, draft_device_type(settings), settings.flash_attn), *models,
-            check_calibration()]
+    return [check_python(), check_torch(settings), check_llama(target, draft_device_type(settings), settings.flash_attn),
+            check_backends(settings), *models, check_calibration()]

@@ -27,6 +27,7 @@ import psutil
 import torch
 
 from engine.core.cancel import NEVER, AnyCancel, CancelToken
+from engine.core.endpoints import parse_split
 from engine.core.errors import (Cancelled, ContextOverflowError, EngineBusyError, ModelError,
                                 PositionsUnsupportedError, SettingsError, SpecPrefillError)
 from engine.core.events import (BackgroundEnded, BackgroundEvent, BackgroundProgress, EngineEvent, Notice, Progress,
@@ -47,6 +48,8 @@ from engine.llama.memory import load_needs, target_kv_shape
 from engine.llama.native import LlamaContext, LlamaModel, build_info
 from engine.llama.prompt import (PreparedPrompt, render_parts, repeated_tokens, token_char_offsets,
                                  tokenize_parts)
+from engine.llama.rpc.host import HostSpec
+from engine.llama.rpc.proxies import RemoteContext, open_remote_target
 from engine.llama.runtime import TargetRuntime
 from engine.models import defaults as models
 from engine.pipeline import costmodel
@@ -79,6 +82,7 @@ class EngineInfo:
     target_offload_reason: str = ""  # why the target stays on the CPU; "" when it is offloaded
     target_memory_device: str = "cpu"  # whose memory the target's KV caches take: "cpu" or "cuda"
     flash_attn: str = "auto"  # the target context's flash attention: "on", "off", or "auto" (llama.cpp's pick)
+    target_backends: tuple[str, ...] = ("CPU",)  # where the target's layers run: "CPU", "CUDA", "RPC HOST:PORT"
 
 
 def default_threads() -> int:
@@ -108,9 +112,13 @@ def _display_name(path: Path, spec: models.ModelSpec) -> str:
     return spec.name if path == spec.path else path.name
 
 
-def _place_target(device: DraftDevice) -> TargetPlacement:
+RPC_LOCAL_CPU = "its layers are split with RPC workers; this machine's share runs on its CPU"
+
+
+def _place_target(device: DraftDevice, workers: bool) -> TargetPlacement:
     flags, gpu_offload = build_info()
-    placement = place_target(str(device.device), gpu_offload, flags)
+    placement = TargetPlacement(0, "cpu", reason=RPC_LOCAL_CPU) if workers else \
+        place_target(str(device.device), gpu_offload, flags)
     log.info("draft on %s, target on %s", device.device, placement.describe())
     return placement
 
@@ -127,15 +135,52 @@ def _open_target(settings: ModelSettings, target_path: Path, target_name: str, d
         require_shared_vocab(target, target_name, draft_path, draft_name)
         n_ctx = context_size(settings.n_ctx, target.n_ctx_train(), target_name)
         draft_weights = draft_weight_bytes(draft_path, device.dtype.itemsize)
-        require_all_fit(load_needs(target, n_ctx, placement.memory_device, draft_weights, str(device.device)))
+        require_all_fit(load_needs(target, n_ctx, placement.memory_device, draft_weights, str(device.device),
+                                   local_weights=not settings.workers))
+        flash_attn = placement.flash_attn(settings.flash_attn)
+        if settings.workers:
+            n_layers = target.attention_dims()[0]
+            target.close()
+            return _open_remote_target(settings, target_path, n_layers, n_ctx, threads, flash_attn)
         if placement.offloaded:
             target.close()
             target = LlamaModel(target_path, n_gpu_layers=placement.n_gpu_layers)
         return TargetRuntime(target, LlamaContext(target, n_ctx=n_ctx, n_batch=settings.n_batch, n_threads=threads,
-                                                  flash_attn=placement.flash_attn(settings.flash_attn)))
+                                                  flash_attn=flash_attn))
     except BaseException:
         target.close()  # free the native memory now, not at garbage collection
         raise
+
+
+def _open_remote_target(settings: ModelSettings, target_path: Path, n_layers: int, n_ctx: int, threads: int,
+                        flash_attn: str) -> TargetRuntime:
+    """The target in a host process, its layers split between this machine and the RPC workers."""
+    workers = settings.workers
+    spec = HostSpec(target_path, n_layers, tuple(map(str, workers)), parse_split(settings.rpc_split, len(workers)))
+    model = open_remote_target(spec, workers, settings.rpc_timeout)
+    try:
+        return TargetRuntime(model, RemoteContext(model, n_ctx=n_ctx, n_batch=settings.n_batch, n_threads=threads,
+                                                  flash_attn=flash_attn))
+    except BaseException:
+        model.close()
+        raise
+
+
+def _target_backends(runtime: TargetRuntime, placement: TargetPlacement) -> tuple[str, ...]:
+    host = getattr(runtime.model, "host", None)
+    if host is not None:
+        return host.info.backends
+    return (placement.backend or "CPU",)
+
+
+def _target_where(runtime: TargetRuntime, placement: TargetPlacement) -> str:
+    """"CPU", "GPU (all layers, CUDA)", or "CPU 10 layers + 2 RPC workers 9+9"."""
+    host = getattr(runtime.model, "host", None)
+    if host is None:
+        return placement.where
+    split = host.info.split
+    workers = "+".join(map(str, split.worker_layers))
+    return f"CPU {split.local_layers} layers + {len(split.worker_layers)} RPC workers {workers}"
 
 
 WARM_UP_TOKENS = 16
@@ -237,7 +282,7 @@ class Engine:
         threads = settings.n_threads or default_threads()
         torch.set_num_threads(threads)
         device = pick_device(settings.device)
-        placement = _place_target(device)
+        placement = _place_target(device, bool(settings.workers))
         target_name = _display_name(target_path, models.TARGET)
         draft_name = _display_name(draft_path, models.DRAFT)
 
@@ -262,10 +307,11 @@ class Engine:
                               device=str(device.device),
                               draft_memory_bytes=draft_weights,
                               n_ctx=runtime.context.n_ctx,
-                              target_device=placement.where,
+                              target_device=_target_where(runtime, placement),
                               target_offload_reason=placement.reason,
                               target_memory_device=placement.memory_device,
-                              flash_attn=runtime.context.flash_attn)
+                              flash_attn=runtime.context.flash_attn,
+                              target_backends=_target_backends(runtime, placement))
         except BaseException:
             runtime.close()  # free the target's native memory now, not at garbage collection
             raise

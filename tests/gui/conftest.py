@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, QTimer
 
 from engine.core.cancel import CancelToken
 from engine.pipeline.costmodel import CostModel, Quadratic
@@ -82,6 +82,15 @@ class FakeConfig:
     def make_fast(self) -> None:
         """No waits at all: an A/B suite of many runs finishes in a blink."""
         self.stage_s = self.draft_step_s = self.prefill_step_s = self.token_s = 0.0
+
+
+def ticking_timer(ticks: list[float], interval_ms: int = 10) -> QTimer:
+    """A started timer that appends the time at each tick: a gap between ticks is a blocked event loop."""
+    timer = QTimer()
+    timer.setInterval(interval_ms)
+    timer.timeout.connect(lambda: ticks.append(time.monotonic()))
+    timer.start()
+    return timer
 
 
 @dataclass

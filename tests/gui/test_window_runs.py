@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from PySide6.QtCore import QTimer
 
 from engine.core.events import Progress, StageChanged
 from engine.pipeline.costmodel import CostModel, Quadratic
 from desktop.question_bar import PRESETS
 from desktop.settings_store import RunPreferences
-from tests.gui.conftest import BASELINE_ANSWER, SPEC_ANSWER, open_and_ask, wait_run_done
+from tests.gui.conftest import BASELINE_ANSWER, SPEC_ANSWER, open_and_ask, ticking_timer, wait_run_done
 
 
 def test_compare_fills_both_panes_the_comparison_and_the_heatmap(loaded_window, qtbot, engine_factory):
@@ -99,10 +98,7 @@ def test_event_loop_stays_responsive_during_a_run(loaded_window, qtbot, fake_con
     fake_config.draft_steps, fake_config.draft_step_s = 20, 0.02  # about 0.4 s of draft scoring
     window = loaded_window
     ticks = []
-    timer = QTimer()
-    timer.setInterval(10)
-    timer.timeout.connect(lambda: ticks.append(time.monotonic()))
-    timer.start()
+    timer = ticking_timer(ticks)
     started = time.monotonic()
     ticks.append(started)  # a click that blocked would show as a gap right here
     window.controls.spec_button.click()

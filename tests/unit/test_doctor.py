@@ -13,7 +13,7 @@ from engine.core.about import app_version
 from tests.fixtures.tiny_gguf import write_tiny_pair
 
 ROOT = Path(__file__).resolve().parents[2]
-LINES = ("python:", "torch:", "llama.cpp:", "target:", "draft:", "calibration:")
+LINES = ("python:", "torch:", "llama.cpp:", "backends:", "target:", "draft:", "calibration:")
 
 
 def run(args: list[str], cache: Path) -> subprocess.CompletedProcess:
@@ -32,6 +32,8 @@ def test_doctor_reports_each_component_and_exits_0_when_the_app_can_run(tmp_path
     torch_line = next(line for line in lines if line.startswith("torch:"))
     assert "draft on " in torch_line and "free memory: " in torch_line and "RAM " in torch_line
     assert str(target) in proc.stdout and "none" in lines[-1]
+    backends = next(line for line in lines if line.startswith("backends:"))
+    assert backends.startswith("backends:     CPU (no RPC workers set; RPC backend ")
 
 
 def test_doctor_exits_2_with_one_line_when_a_default_model_is_missing(tmp_path):

@@ -60,3 +60,13 @@ def test_a_bench_report_reads_as_typed_rows():
     assert [row.tokens for row in report.results] == [4096, 8192, 16384]
     assert report.keep == 0.2 and report.models.restore_supported is True
     assert report.results[-1].speedup == pytest.approx(3.913, abs=1e-3)
+
+
+def test_a_bench_report_over_rpc_workers_records_the_backends_and_round_trips():
+    data = read("bench-mpfi-8k-flash-off.json")
+    data["models"]["target_backends"] = ["CPU", "RPC 127.0.0.1:50052", "RPC 127.0.0.1:50053"]
+    report = BenchReport.from_json(data)
+    assert report.models.target_backends == ("CPU", "RPC 127.0.0.1:50052", "RPC 127.0.0.1:50053")
+    assert report.to_json() == data
+    del data["models"]["target_backends"]
+    assert "target_backends" not in BenchReport.from_json(data).to_json()["models"]  # older reports unchanged

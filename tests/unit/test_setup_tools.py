@@ -22,7 +22,7 @@ import build_llama_wheel  # noqa: E402
 import install_torch  # noqa: E402
 import preflight  # noqa: E402
 
-OUR_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
+OUR_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_RPC=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
 
 
 @pytest.fixture
@@ -77,6 +77,8 @@ def fake_build(monkeypatch, tmp_path, script: str) -> None:
     monkeypatch.setattr(build_llama_wheel, "unpack_and_patch", lambda sdist, work, log: tmp_path)
     monkeypatch.setattr(build_llama_wheel, "wheel_command",
                         lambda src, out_dir: [sys.executable, "-c", script, str(out_dir)])
+    monkeypatch.setattr(build_llama_wheel, "build_rpc_server",
+                        lambda src, wheel, out_dir, log: (out_dir / build_llama_wheel.RPC_SERVER).write_bytes(b"rpc"))
 
 
 FAILING_BUILD = "import sys\nfor i in range(100): print(f'build line {i}')\nsys.exit(3)"
@@ -129,11 +131,21 @@ def test_install_mode_force_reinstalls_the_wheel_into_this_interpreter(cache_hom
     commands = []
     monkeypatch.setattr(build_llama_wheel.subprocess, "run",
                         lambda cmd, **kwargs: commands.append(cmd) or subprocess.CompletedProcess(cmd, 0))
+    lib_dir = tmp_path / "site-packages" / "llama_cpp" / "lib"
+    lib_dir.mkdir(parents=True)
+    monkeypatch.setattr(build_llama_wheel, "installed_lib_dir", lambda: lib_dir)
     assert build_llama_wheel.main(["--install", "--gpu", "cuda"]) == 0
     [command] = commands
     assert command[:4] == [sys.executable, "-m", "pip", "install"]
     assert {"--force-reinstall", "--no-deps"} <= set(command)
     assert Path(command[-1]).parent.name == build_llama_wheel.wheel_key("-DGGML_CUDA=on")
+    assert (lib_dir / build_llama_wheel.RPC_SERVER).read_bytes() == b"rpc"  # the worker, beside the libraries
+
+
+def test_the_rpc_worker_compiles_against_the_wheels_own_ggml(tmp_path):
+    cmd = build_llama_wheel.rpc_server_command(tmp_path / "src", tmp_path / "libs", tmp_path / "out")
+    assert str(tmp_path / "src" / "vendor" / "llama.cpp" / "tools" / "rpc" / "rpc-server.cpp") in cmd
+    assert cmd[cmd.index("-L") + 1] == str(tmp_path / "libs") and "-lggml" in cmd and "-Wl,-rpath,$ORIGIN" in cmd
 
 
 # --- install_torch -----------------------------------------------------------------------------------
