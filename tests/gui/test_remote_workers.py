@@ -18,7 +18,7 @@ from desktop.engine_status import EngineStatus, devices_text
 from desktop.remote_workers import RemoteWorkersPanel, memory_text
 from desktop.settings_dialog import SettingsDialog
 from desktop.settings_store import RunPreferences, SettingsStore
-from tests.gui.conftest import FakeInfo, ticking_timer
+from tests.gui.conftest import FakeInfo
 
 TWO_WORKERS = "127.0.0.1:50052,127.0.0.1:50053"
 
@@ -187,33 +187,31 @@ def test_test_connection_reports_a_refused_worker_without_blocking(panel, qtbot)
     assert not panel.test_button.isEnabled()
     qtbot.waitUntil(lambda: "refused the connection" in rows(panel)[0], timeout=5000)
     assert rows(panel) == [f"127.0.0.1:{port}  —  refused the connection"]
-    qtbot.waitUntil(panel.test_button.isEnabled, timeout=2000)
+    qtbot.waitUntil(panel.test_button.isEnabled, timeout=10000)
     assert panel.field_value() == f"127.0.0.1:{port}"  # the answer is shown, not part of the value
 
 
 def test_slow_workers_are_asked_off_the_gui_thread_and_answer_one_by_one(panel, qtbot, monkeypatch):
     gui_thread = threading.get_ident()
     asked_on = []
+    release_slow = threading.Event()  # the slow worker answers only when the test says so: no timing involved
 
     def slow_query(endpoint, timeout=10.0):
         asked_on.append(threading.get_ident())
-        time.sleep(0.3 if endpoint.port == 50052 else 0.05)
+        if endpoint.port == 50052:
+            release_slow.wait(10)  # on the GUI thread this would hold the click below for 10 s
         return WorkerMemory(endpoint, free_bytes=1024**3, total_bytes=2 * 1024**3)
 
     monkeypatch.setattr(remote_workers, "query_memory", slow_query)
     panel.set_field_value(TWO_WORKERS)
-    ticks = []
-    timer = ticking_timer(ticks)
-    started = time.monotonic()
     panel.test_button.click()
-    assert time.monotonic() - started < 0.1
+    assert not release_slow.is_set() and rows(panel)[0].endswith("testing…")  # the click returned at once
     # The quick worker's answer shows while the slow one is still being asked.
-    qtbot.waitUntil(lambda: "lends" in rows(panel)[1], timeout=2000)
+    qtbot.waitUntil(lambda: "lends" in rows(panel)[1], timeout=10000)
     assert rows(panel)[0].endswith("testing…") and not panel.test_button.isEnabled()
-    qtbot.waitUntil(lambda: "lends" in rows(panel)[0] and panel.test_button.isEnabled(), timeout=2000)
-    timer.stop()
+    release_slow.set()
+    qtbot.waitUntil(lambda: "lends" in rows(panel)[0] and panel.test_button.isEnabled(), timeout=10000)
     assert len(asked_on) == 2 and gui_thread not in asked_on
-    assert max(b - a for a, b in zip(ticks, ticks[1:])) < 0.2  # the window kept running
 
 
 def test_a_second_click_while_testing_starts_nothing(panel, qtbot, monkeypatch):
@@ -228,26 +226,26 @@ def test_a_second_click_while_testing_starts_nothing(panel, qtbot, monkeypatch):
     panel.set_field_value("127.0.0.1:50052")
     panel.test_connections()
     panel.test_connections()
-    qtbot.waitUntil(panel.test_button.isEnabled, timeout=2000)
+    qtbot.waitUntil(panel.test_button.isEnabled, timeout=10000)
     assert len(calls) == 1
 
 
 def test_closing_the_settings_while_testing_is_harmless(qtbot, monkeypatch):
-    answered = threading.Event()
+    release, answered = threading.Event(), threading.Event()
 
     def query(endpoint, timeout=10.0):
-        time.sleep(0.2)
+        release.wait(10)
         answered.set()
         return WorkerMemory(endpoint, error="refused the connection")
 
     monkeypatch.setattr(remote_workers, "query_memory", query)
     dialog = SettingsDialog(ModelSettings(rpc="127.0.0.1:50052"), RunPreferences())
     dialog.remote_workers.test_button.click()
-    started = time.monotonic()
     dialog.deleteLater()
-    qtbot.wait(10)  # deleted now, with the test still running
-    assert time.monotonic() - started < 0.15 and not answered.is_set()
-    qtbot.waitUntil(answered.is_set, timeout=2000)
+    qtbot.wait(10)  # deleted now, with the test still running: the close did not wait for it
+    assert not answered.is_set()
+    release.set()
+    qtbot.waitUntil(answered.is_set, timeout=10000)
     qtbot.wait(50)  # the late answer reaches nobody, and raises nothing
 
 
