@@ -8,6 +8,7 @@ and gets a warning.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -58,8 +59,16 @@ def binding_warning(endpoint: Endpoint) -> str:
     return "" if is_loopback(endpoint.host) else NO_AUTH_WARNING.format(endpoint=endpoint)
 
 
+def stop_on_termination(cancel: CancelToken) -> None:
+    """SIGTERM and SIGHUP stop the worker as Ctrl-C does: the rpc-server runs in a session of its own,
+    so without this a killed `specprefill worker` would leave it listening."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: cancel.cancel())
+
+
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     endpoint = check_args(args)
+    stop_on_termination(cancel)
     warning = binding_warning(endpoint)
     if warning:
         print(warning, file=sys.stderr, flush=True)

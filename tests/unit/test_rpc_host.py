@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from engine.cli.worker import binding_warning, llama_device
 from engine.core.cancel import CancelToken
 from engine.core.endpoints import Endpoint, parse_endpoints, parse_split
-from engine.core.errors import Cancelled, SettingsError, WorkerLostError
+from engine.core.errors import Cancelled, ModelError, SettingsError, WorkerLostError
 from engine.core.settings import ModelSettings
 from engine.llama.native import LlamaContext, LlamaModel
 from engine.llama.rpc.host import HostSpec
@@ -147,3 +148,9 @@ def test_a_worker_bound_beyond_loopback_warns_that_rpc_has_no_authentication():
     warning = binding_warning(Endpoint("0.0.0.0", 50052))
     assert "no authentication" in warning and "0.0.0.0:50052" in warning and "trusted networks" in warning
     assert llama_device("cuda:1") == "CUDA1" and llama_device("cpu") == "CPU" and llama_device("cuda") == "CUDA0"
+
+
+def test_the_desktop_bundle_says_plainly_that_it_cannot_use_workers(monkeypatch, target):
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    with pytest.raises(ModelError, match="desktop bundle cannot start"):
+        open_remote_target(HostSpec(target, 2, ()), (), timeout=30)

@@ -181,7 +181,8 @@ def test_cli_run_with_a_worker_that_is_not_there_is_one_line_and_exit_2(pair, ca
         f"(is `specprefill worker --port {free_port}` running there?)"]
 
 
-def test_cli_worker_listens_on_loopback_and_stops_cleanly_on_ctrl_c(free_port):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_cli_worker_listens_on_loopback_and_stops_cleanly(free_port, stop):
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "worker", "--port", str(free_port), "--mem", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -189,7 +190,7 @@ def test_cli_worker_listens_on_loopback_and_stops_cleanly_on_ctrl_c(free_port):
         while time.monotonic() < deadline and query_memory(Endpoint("127.0.0.1", free_port)).error:
             time.sleep(0.2)
         assert query_memory(Endpoint("127.0.0.1", free_port)).total_bytes == 1024 * 1024 * 1024
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)  # Ctrl-C, or a kill: either way the rpc-server goes with it
         out, err = proc.communicate(timeout=20)
     finally:
         if proc.poll() is None:

@@ -32,7 +32,7 @@ from engine.core.endpoints import Endpoint
 from engine.core.errors import Cancelled, WorkerLostError
 from engine.llama.native import next_generation
 from engine.llama.rpc.host import HOST_LAUNCH, MODEL, HostInfo, HostSpec
-from engine.llama.rpc.workers import require_reachable, unreachable
+from engine.llama.rpc.workers import require_not_frozen, require_reachable, unreachable
 
 POLL_S = 0.05
 CANCEL_GRACE_S = 10.0  # a remote graph in flight ignores the abort flag: after this, the host is ended
@@ -308,6 +308,7 @@ class RemoteContext:
 def open_remote_target(spec: HostSpec, endpoints: tuple[Endpoint, ...], timeout: float) -> RemoteModel:
     """The target loaded in a new host process over these workers; ModelError names a worker that
     cannot be reached, before anything starts."""
+    require_not_frozen()
     host = TargetHost(spec, endpoints, timeout)
     try:
         host.start()

@@ -26,6 +26,17 @@ MEMORY_QUERY_TIMEOUT_S = 10.0
 MEM_ENV = "GGML_RPC_SERVER_MEM_MB"  # our patch: the memory a worker reports is capped at this
 
 
+FROZEN_NOTE = ("RPC workers need the installed package (`make setup`): the desktop bundle cannot start "
+               "the processes that talk to them yet")
+
+
+def require_not_frozen() -> None:
+    """The host and the memory query are `python -c` child processes: a PyInstaller bundle has no
+    interpreter to start them with."""
+    if getattr(sys, "frozen", False):
+        raise ModelError(FROZEN_NOTE)
+
+
 def rpc_server_path() -> Path:
     path = lib_dir() / RPC_SERVER
     if not path.is_file():
@@ -75,6 +86,8 @@ def query_memory(endpoint: Endpoint, timeout: float = MEMORY_QUERY_TIMEOUT_S) ->
     why = probe(endpoint)
     if why:
         return WorkerMemory(endpoint, error=why)
+    if getattr(sys, "frozen", False):
+        return WorkerMemory(endpoint, error=FROZEN_NOTE)
     cmd = [sys.executable, "-m", "engine.llama.rpc.memory_query", str(endpoint)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

@@ -13,7 +13,12 @@ import time
 
 import numpy as np
 
-from engine.api import ModelSettings, load_engine
+from engine.core.endpoints import parse_endpoints
+from engine.llama.native import LlamaModel
+from engine.llama.rpc.host import HostSpec
+from engine.llama.rpc.proxies import RemoteContext, open_remote_target
+from engine.llama.runtime import TargetRuntime
+from engine.models import defaults as models
 
 
 def lo_tx_bytes() -> int:
@@ -30,28 +35,38 @@ def measured(fn):
     return value, lo_tx_bytes() - before, time.perf_counter() - started
 
 
-def prefill_figures(engine, tokens: np.ndarray) -> dict:
+def prefill_figures(runtime: TargetRuntime, tokens: np.ndarray) -> dict:
     positions = np.arange(len(tokens), dtype=np.int32)
-    logits, sent, seconds = measured(lambda: engine.runtime.prefill(tokens, positions))
+    logits, sent, seconds = measured(lambda: runtime.prefill(tokens, positions))
     steps = 8
-    _, decode_sent, decode_s = measured(lambda: list(engine.runtime.generate(logits, len(tokens), steps + 1)))
+    _, decode_sent, decode_s = measured(lambda: list(runtime.generate(logits, len(tokens), steps + 1)))
     return {"tokens": len(tokens), "bytes": sent, "bytes_per_token": sent / len(tokens), "s": round(seconds, 2),
             "decode_bytes_per_token": decode_sent / steps, "decode_s_per_token": round(decode_s / steps, 3)}
 
 
+def open_target(workers: str, n_ctx: int) -> TargetRuntime:
+    """The default target alone (no draft: only the target talks to the workers), split by free memory."""
+    endpoints = parse_endpoints(workers)
+    path = models.require_verified(models.TARGET)
+    model = open_remote_target(HostSpec(path, LlamaModel(path).attention_dims()[0], tuple(map(str, endpoints))),
+                               endpoints, timeout=600)
+    return TargetRuntime(model, RemoteContext(model, n_ctx=n_ctx, n_batch=512, n_threads=2, flash_attn="off"))
+
+
 def main(workers: str, lengths: list[int]) -> None:
-    engine, load_bytes, load_s = measured(lambda: load_engine(ModelSettings(rpc=workers)))
+    runtime, load_bytes, load_s = measured(lambda: open_target(workers, max(lengths) + 64))
     try:
         text = open("resources/samples/docs/SOURCES.md").read() * 40
-        ids = np.array(engine.tokenize(text), np.int32)
-        info = engine.info
+        ids = np.array(runtime.model.tokenize(text, parse_special=False), np.int32)
+        split = runtime.model.host.info.split
         print(json.dumps({
-            "workers": workers, "target_device": info.target_device, "target_backends": list(info.target_backends),
+            "workers": workers, "split": {"local": split.local_layers, "workers": list(split.worker_layers)},
+            "target_backends": list(runtime.model.host.info.backends),
             "load": {"bytes": load_bytes, "s": round(load_s, 2)},
-            "prefill": [prefill_figures(engine, ids[:n]) for n in lengths],
+            "prefill": [prefill_figures(runtime, ids[:n]) for n in lengths],
         }, indent=2))
     finally:
-        engine.close()
+        runtime.close()
 
 
 if __name__ == "__main__":
