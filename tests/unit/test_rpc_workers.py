@@ -209,3 +209,18 @@ def test_doctor_lists_each_worker_with_what_it_lends_and_fails_on_one_that_is_do
     assert f"CPU; RPC {workers[0].endpoint} (lends " in backends
     assert f"RPC 127.0.0.1:{free_port} refused the connection" in backends
     assert done.returncode == 2 and "backends" in done.stderr.strip().splitlines()[-1]
+
+
+def test_a_worker_killed_mid_decode_ends_the_run_with_its_name(pair, cache_home, workers):
+    engine = Engine.load(settings_for(pair, workers))
+    try:
+        tokens = np.array(engine.tokenize(DOCUMENT), np.int32)[:64]
+        logits = engine.runtime.prefill(tokens, np.arange(len(tokens), dtype=np.int32))
+        generated = engine.runtime.generate(logits, len(tokens), 50)
+        next(generated)
+        workers[0].kill()
+        with pytest.raises(WorkerLostError, match=f"RPC worker {workers[0].endpoint} refused the connection"):
+            for _ in generated:
+                pass
+    finally:
+        engine.close()
