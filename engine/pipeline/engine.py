@@ -48,7 +48,7 @@ from engine.llama.memory import load_needs, target_kv_shape
 from engine.llama.native import LlamaContext, LlamaModel, build_info
 from engine.llama.prompt import (PreparedPrompt, render_parts, repeated_tokens, token_char_offsets,
                                  tokenize_parts)
-from engine.llama.rpc.host import HostSpec
+from engine.llama.rpc.host import HostInfo, HostSpec
 from engine.llama.rpc.proxies import RemoteContext, open_remote_target
 from engine.llama.runtime import TargetRuntime
 from engine.models import defaults as models
@@ -166,19 +166,23 @@ def _open_remote_target(settings: ModelSettings, target_path: Path, n_layers: in
         raise
 
 
-def _target_backends(runtime: TargetRuntime, placement: TargetPlacement) -> tuple[str, ...]:
+def _host_info(runtime: TargetRuntime) -> HostInfo | None:
+    """What the host process reports of a target over RPC workers; None for an in-process target."""
     host = getattr(runtime.model, "host", None)
-    if host is not None:
-        return host.info.backends
-    return (placement.backend or "CPU",)
+    return host.info if host is not None else None
+
+
+def _target_backends(runtime: TargetRuntime, placement: TargetPlacement) -> tuple[str, ...]:
+    info = _host_info(runtime)
+    return info.backends if info is not None else (placement.backend or "CPU",)
 
 
 def _target_where(runtime: TargetRuntime, placement: TargetPlacement) -> str:
     """"CPU", "GPU (all layers, CUDA)", or "CPU 10 layers + 2 RPC workers 9+9"."""
-    host = getattr(runtime.model, "host", None)
-    if host is None:
+    info = _host_info(runtime)
+    if info is None:
         return placement.where
-    split = host.info.split
+    split = info.split
     workers = "+".join(map(str, split.worker_layers))
     return f"CPU {split.local_layers} layers + {len(split.worker_layers)} RPC workers {workers}"
 
