@@ -9,8 +9,9 @@ import sys
 from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, int_list, path_arg, run_settings_from
 from engine.core.cancel import CancelToken
-from engine.eval.needles import (DEPTHS, DRAFT_READS, as_json, ask_needle, draft_keeps_needle, haystack,
-                                 insert_needle, needle_for)
+from engine.core.errors import SettingsError
+from engine.eval.needles import (DEPTHS, DRAFT_READS, as_json, ask_needle, ask_needles_together, draft_keeps_needle,
+                                 haystack, insert_needle, needle_for)
 from engine.ingest import load_document
 
 
@@ -41,6 +42,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--draft-only", choices=DRAFT_READS, action="append",
                    help="score with the draft only and report whether the selection keeps the fact, reading "
                         "past the draft's window in segments or in one pass (repeat to compare)")
+    p.add_argument("--together", action="store_true",
+                   help="put every depth's fact in one haystack and ask them one after another in one session, "
+                        "as follow-up questions (the other facts are distractors; follow-ups reuse the caches, "
+                        "and each row's served_by says how; a long haystack wants --draft-cache-gb 3)")
     p.add_argument("--json", action="store_true")
     add_run_options(p)
     add_model_options(p)
@@ -49,6 +54,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    if args.together and args.draft_only:
+        raise SettingsError("--together asks the questions end to end in a session; --draft-only scores one "
+                            "needle at a time without the target: choose one")
     settings = run_settings_from(args)
     texts = [load_document(path, cancel=cancel).text for path in args.doc]
     engine = load_engine(args, cancel, quiet=args.json)
@@ -56,14 +64,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     try:
         for n_tokens in args.lengths:
             text = haystack(engine, texts, n_tokens)
-            for depth in args.depths:
-                needle = needle_for(depth)
-                doc = insert_needle(text, depth / 100, needle)
-                if args.draft_only:
-                    found = [draft_keeps_needle(engine, doc, needle, depth / 100, read, settings, cancel)
-                             for read in args.draft_only]
-                else:
-                    found = ask_needle(engine, doc, needle, depth / 100, args.mode, settings, cancel)
+            for found in _measure(engine, text, args, settings, cancel):
                 for row in as_json(found):
                     rows.append({"length": n_tokens, **row})
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # as it comes: a run takes minutes
@@ -71,6 +72,24 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         engine.close()
     if args.json:
         print(json.dumps({"settings": {"keep": settings.keep, "draft_window": settings.draft_window,
-                                       "n_ctx": engine.info.n_ctx, "positions": settings.positions},
+                                       "n_ctx": engine.info.n_ctx, "positions": settings.positions,
+                                       "together": args.together},
                           "docs": [str(p) for p in args.doc], "rows": rows}, indent=2))
     return 0
+
+
+def _measure(engine, text: str, args: argparse.Namespace, settings, cancel: CancelToken):
+    """The rows of one haystack, a list at a time as they are measured."""
+    if args.together:
+        placed = [(depth / 100, needle_for(depth)) for depth in args.depths]
+        for answer in ask_needles_together(engine, text, placed, args.mode, settings, cancel):
+            yield [answer]
+        return
+    for depth in args.depths:
+        needle = needle_for(depth)
+        doc = insert_needle(text, depth / 100, needle)
+        if args.draft_only:
+            yield [draft_keeps_needle(engine, doc, needle, depth / 100, read, settings, cancel)
+                   for read in args.draft_only]
+        else:
+            yield ask_needle(engine, doc, needle, depth / 100, args.mode, settings, cancel)

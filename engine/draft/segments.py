@@ -9,33 +9,62 @@ that of one segment.
 Comparable scores: a look-ahead query's softmax spreads over its own segment's keys only, so each
 segment's scores are multiplied by its length (1.0 is then uniform attention in any segment), and
 the slices are cut equal anyway. The head's and the tail's scores are averaged over the segments.
+
+Follow-up questions: a segment's head and slice are the same for every question about the document
+(the slices are planned with the question's room rounded up), so a `SegmentCache` can keep their
+keys and values like a one-pass prompt's prefix. The segments it holds are scored first, before the
+ones it must fill evict them.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import numpy as np
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.settings import RunSettings
 from engine.core.steps import Steps, map_steps
-from engine.draft.scorer import DraftScorer, ScoreResult
+from engine.draft.scorer import DraftPrefix, DraftScorer, ScoreResult
+
+TAIL_ROOM_STEP = 256  # the question's room in a segment, rounded up: questions of about one length share a plan
+
+Piece = tuple[int, int]
 
 
-def plan_segments(n_tokens: int, doc_span: tuple[int, int], max_len: int) -> list[tuple[int, int]]:
+class SegmentCache(Protocol):
+    """The draft's kept keys for segments' heads and slices (engine.pipeline.draft_cache)."""
+
+    def holds(self, piece: Piece, prefix: list[int]) -> bool: ...
+
+    def prefix_for(self, piece: Piece, prefix: list[int]) -> DraftPrefix | None: ...
+
+    def keep(self, piece: Piece, prefix: DraftPrefix) -> bool: ...
+
+
+def plan_segments(n_tokens: int, doc_span: tuple[int, int], max_len: int) -> list[Piece]:
     """The document slices [start, end) to score one by one: one slice (the whole document) when the
-    prompt fits in `max_len`, else as few equal slices as keep head + slice + tail within it."""
+    prompt fits in `max_len`, else as few equal slices as keep head + slice + tail within it (the
+    tail's room rounded up, so that a follow-up question gets the same slices)."""
     start, end = doc_span
     if n_tokens <= max_len or end <= start:
         return [(start, end)]
-    room = max_len - (n_tokens - (end - start))
+    fixed = n_tokens - (end - start)
+    tail = n_tokens - end
+    room = max_len - fixed
     if room < 1:
-        raise ValueError(f"the prompt's template and question ({n_tokens - (end - start)} tokens) leave no room "
+        raise ValueError(f"the prompt's template and question ({fixed} tokens) leave no room "
                          f"for the document in the draft's {max_len}-token window")
+    room -= min(-tail % TAIL_ROOM_STEP, room // 32)  # a small window keeps nearly all its room
     n_segments = math.ceil((end - start) / room)
     size = math.ceil((end - start) / n_segments)
     return [(a, min(a + size, end)) for a in range(start, end, size)]
+
+
+def segment_prefix(tokens: list[int], doc_span: tuple[int, int], piece: Piece) -> list[int]:
+    """Head + one document slice: the part of a segment every question about the document shares."""
+    return tokens[:doc_span[0]] + tokens[piece[0]:piece[1]]
 
 
 def segment_tokens(tokens: list[int], doc_span: tuple[int, int], piece: tuple[int, int]) -> list[int]:
@@ -46,10 +75,12 @@ def segment_tokens(tokens: list[int], doc_span: tuple[int, int], piece: tuple[in
 
 def iter_score_segments(scorer: DraftScorer, tokens: list[int], doc_span: tuple[int, int], pass_tokens: int,
                         lookahead: int = RunSettings.lookahead, kernel: int = RunSettings.kernel,
-                        cancel: CancelToken = NEVER, window: int = 0) -> Steps[ScoreResult]:
+                        cancel: CancelToken = NEVER, window: int = 0,
+                        cache: SegmentCache | None = None) -> Steps[ScoreResult]:
     """Yields (tokens scored, total) as the segments go; returns the whole prompt's scores.
 
-    `pass_tokens`: the longest prompt one pass may score (its look-ahead steps come on top)."""
+    `pass_tokens`: the longest prompt one pass may score (its look-ahead steps come on top).
+    `cache`: the segments' kept keys (a follow-up question), filled as they are scored."""
     pieces = plan_segments(len(tokens), doc_span, pass_tokens)
     if len(pieces) == 1:
         return (yield from scorer.iter_score(tokens, lookahead, kernel, cancel, window))
@@ -58,19 +89,33 @@ def iter_score_segments(scorer: DraftScorer, tokens: list[int], doc_span: tuple[
     total = sum(b - a + n_head + n_tail for a, b in pieces)
     importance = np.zeros(len(tokens), dtype=np.float64)
     head_tail = np.zeros(n_head + n_tail, dtype=np.float64)
-    done, first = 0, None
-    for piece in pieces:
+    done, results = 0, {}
+    for piece in cached_first(pieces, tokens, doc_span, cache):
         segment = segment_tokens(tokens, doc_span, piece)
-        result = yield from map_steps(scorer.iter_score(segment, lookahead, kernel, cancel, window),
-                                      lambda seg_done, _, before=done: (before + seg_done, total))
-        scaled = result.importance * len(segment)
         width = piece[1] - piece[0]
+        prefix = cache.prefix_for(piece, segment_prefix(tokens, doc_span, piece)) if cache is not None else None
+        result = yield from map_steps(scorer.iter_score(segment, lookahead, kernel, cancel, window, prefix),
+                                      lambda seg_done, _, before=done: (before + seg_done, total))
+        if prefix is not None:
+            cache.keep(piece, prefix)
+        del prefix  # one segment's keys in memory at a time, beyond what the cache keeps
+        scaled = result.importance * len(segment)
         importance[piece[0]:piece[1]] = scaled[n_head:n_head + width]
         head_tail += np.concatenate([scaled[:n_head], scaled[n_head + width:]])
         done += len(segment)
-        first = first or result
+        results[piece] = result
     head_tail /= len(pieces)
     importance[:start], importance[end:] = head_tail[:n_head], head_tail[n_head:]
+    first = results[pieces[0]]
     return ScoreResult(importance=importance, lookahead_tokens=first.lookahead_tokens, steps=first.steps,
-                       segments=len(pieces))
+                       reused_prefix=sum(r.reused_prefix for r in results.values()), segments=len(pieces))
+
+
+def cached_first(pieces: list[Piece], tokens: list[int], doc_span: tuple[int, int],
+                 cache: SegmentCache | None) -> list[Piece]:
+    """The pieces in the order to score them: those the cache holds first, so that filling the
+    others cannot evict them before they are used."""
+    if cache is None:
+        return pieces
+    return sorted(pieces, key=lambda piece: not cache.holds(piece, segment_prefix(tokens, doc_span, piece)))
 

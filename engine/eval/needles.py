@@ -7,11 +7,18 @@ text. Two measures:
   ways for the draft to read past its window (segments, or one pass at positions it was not
   trained on) without paying for the target;
 - end to end (`ask_needle`): the answer of a SpecPrefill run and/or the truncated full prefill.
+
+Together (`ask_needles_together`): every depth's fact in one haystack, asked one after another as
+follow-up questions in one session, as a user would ask about a document. The other facts are
+distractors, and the follow-ups reuse the session's caches (the draft's segments, the cut full
+prefix), so a whole row of depths costs little more than one cold run; each row says how it was
+served.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -24,7 +31,7 @@ from engine.draft.segments import iter_score_segments
 from engine.draft.selection import kept_token_indices
 from engine.eval.metrics import is_correct
 from engine.llama.prompt import token_char_offsets
-from engine.pipeline import Engine
+from engine.pipeline import DocumentSession, Engine
 from engine.pipeline.selection_plan import plan_request_selection
 
 
@@ -76,6 +83,14 @@ def insert_needle(text: str, depth: float, needle: Needle) -> str:
     at = text.find("\n", int(len(text) * depth))
     at = len(text) if at < 0 else at
     return f"{text[:at]}\n{needle.fact}\n{text[at:]}"
+
+
+def insert_needles(text: str, placed: list[tuple[float, Needle]]) -> str:
+    """Each fact at its depth of the original text (the deepest first, so that no insertion moves
+    the place of one still to come)."""
+    for depth, needle in sorted(placed, key=lambda item: item[0], reverse=True):
+        text = insert_needle(text, depth, needle)
+    return text
 
 
 def needle_token_span(engine: Engine, prompt, needle: Needle) -> tuple[int, int]:
@@ -132,15 +147,17 @@ class NeedleAnswer:
     positions: str
     draft_peak_mem_bytes: int
     needle_kept: float  # share of the fact's tokens the target saw
+    served_by: str = ""  # in a session (together): how the run was served, e.g. spec_cached_draft
 
 
 def ask_needle(engine: Engine, text: str, needle: Needle, depth: float, mode: str, settings: RunSettings,
-               cancel: CancelToken = NEVER) -> list[NeedleAnswer]:
-    """One question about the needle, in `mode` (spec, baseline or both: the truncated full prefill)."""
+               cancel: CancelToken = NEVER, session: DocumentSession | None = None) -> list[NeedleAnswer]:
+    """One question about the needle, in `mode` (spec, baseline or both: the truncated full prefill);
+    in `session` (whose text is `text`), as a follow-up question."""
     prompt = engine.prepare(text, needle.question, settings)
     span = needle_token_span(engine, prompt, needle)
     answers, selection = [], None
-    for event in engine.stream(text, needle.question, mode, settings, cancel):
+    for event in _question_events(engine, text, needle.question, mode, settings, cancel, session):
         if isinstance(event, SelectionMade):
             selection = event.selection
         if isinstance(event, RunFinished):
@@ -149,8 +166,26 @@ def ask_needle(engine: Engine, text: str, needle: Needle, depth: float, mode: st
                 _full_kept(r, span, prompt.doc_token_span[0])
             answers.append(NeedleAnswer(depth, r.run, is_correct(r.answer, [needle.answer]), r.answer, r.ttft_s,
                                         r.draft_s, r.target_prefill_s, r.prefill_tokens, r.document_tokens, r.fit,
-                                        r.seen_fraction, r.positions, r.draft_peak_mem_bytes, kept))
+                                        r.seen_fraction, r.positions, r.draft_peak_mem_bytes, kept, r.served_by))
     return answers
+
+
+def ask_needles_together(engine: Engine, text: str, placed: list[tuple[float, Needle]], mode: str,
+                         settings: RunSettings, cancel: CancelToken = NEVER) -> Iterator[NeedleAnswer]:
+    """Every fact in one haystack (`text` without them), each asked in turn in one session."""
+    doc = insert_needles(text, placed)
+    session = DocumentSession(doc)
+    for depth, needle in placed:
+        yield from ask_needle(engine, doc, needle, depth, mode, settings, cancel, session)
+
+
+def _question_events(engine: Engine, text: str, question: str, mode: str, settings: RunSettings,
+                     cancel: CancelToken, session: DocumentSession | None):
+    if session is None:
+        return engine.stream(text, question, mode, settings, cancel)
+    if mode == "both":
+        return engine.ask_both(session, question, settings, cancel)
+    return engine.ask(session, question, mode, settings, cancel)
 
 
 def _spec_kept(selection: Selection, span: tuple[int, int], n_tokens: int) -> float:

@@ -4,18 +4,25 @@ A follow-up SpecPrefill on the same document then runs the draft over its questi
 look-ahead steps only (engine.draft.scorer.DraftPrefix). In fp32 on the CPU the default draft
 (24 layers, 2 KV heads of 64) keeps 24 KiB per token: 8K tokens 0.2 GB, 16K 0.4 GB, 32K 0.8 GB.
 Least recently used prefixes go first; one larger than the whole cap is not kept.
+
+A document longer than the draft's window is scored in segments (engine.draft.segments): each
+segment's head and slice is kept as a prefix of its own, under the slice's token span.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
 from engine.draft.scorer import DraftPrefix
+from engine.draft.segments import Piece, segment_prefix
 from engine.pipeline.session import PrefixKey
 
-_Slot = tuple[PrefixKey, int]  # the prefix's key and the draft window it was computed with
+WHOLE: Piece = (0, 0)  # the part of a prefix scored in one pass: all of it
+# the prefix's key, the draft window it was computed with, and its segment's slice (WHOLE: none)
+_Slot = tuple[PrefixKey, int, Piece]
 
 
 class DraftCaches:
@@ -30,21 +37,27 @@ class DraftCaches:
     def total_bytes(self) -> int:
         return sum(entry.nbytes() for entry in self._entries.values())
 
-    def prefix_for(self, key: PrefixKey, prefix: np.ndarray, window: int) -> DraftPrefix | None:
+    def holds(self, key: PrefixKey, prefix: np.ndarray, window: int, part: Piece = WHOLE) -> bool:
+        """Whether a filled prefix with these tokens is kept (its place in the order unchanged)."""
+        entry = self._entries.get((key, window, part))
+        return entry is not None and entry.cache is not None and np.array_equal(entry.tokens, prefix)
+
+    def prefix_for(self, key: PrefixKey, prefix: np.ndarray, window: int, part: Piece = WHOLE) -> DraftPrefix | None:
         """The kept prefix when its tokens match (now the most recently used), else an empty one
         for the scorer to fill; None when the cache is off."""
         if not self.enabled:
             return None
-        entry = self._entries.get((key, window))
+        slot = (key, window, part)
+        entry = self._entries.get(slot)
         if entry is not None and np.array_equal(entry.tokens, prefix):
-            self._entries.move_to_end((key, window))
+            self._entries.move_to_end(slot)
             return entry
         return DraftPrefix(np.array(prefix, copy=True), window)
 
-    def keep(self, key: PrefixKey, entry: DraftPrefix) -> bool:
+    def keep(self, key: PrefixKey, entry: DraftPrefix, part: Piece = WHOLE) -> bool:
         """Keep a filled prefix, dropping the least recently used ones beyond the cap; False when
         it is empty or larger than the whole cap (then it is not kept)."""
-        slot = (key, entry.window)
+        slot = (key, entry.window, part)
         if entry.cache is None or entry.nbytes() > self.cap:
             self._entries.pop(slot, None)
             return False
@@ -58,3 +71,25 @@ class DraftCaches:
         """Forget every prefix of one document."""
         for slot in [s for s in self._entries if s[0].document_sha256 == document_sha256]:
             del self._entries[slot]
+
+
+@dataclass
+class DocumentSegments:
+    """One document's segments in the cache, at one draft window (engine.draft.segments.SegmentCache)."""
+
+    caches: DraftCaches
+    key: PrefixKey
+    window: int
+
+    def holds(self, piece: Piece, prefix: list[int]) -> bool:
+        return self.caches.holds(self.key, np.asarray(prefix), self.window, piece)
+
+    def prefix_for(self, piece: Piece, prefix: list[int]) -> DraftPrefix | None:
+        return self.caches.prefix_for(self.key, np.asarray(prefix), self.window, piece)
+
+    def keep(self, piece: Piece, prefix: DraftPrefix) -> bool:
+        return self.caches.keep(self.key, prefix, piece)
+
+    def count_held(self, pieces: list[Piece], tokens: list[int], doc_span: tuple[int, int]) -> int:
+        """How many of a prompt's segments the cache holds."""
+        return sum(self.holds(piece, segment_prefix(tokens, doc_span, piece)) for piece in pieces)

@@ -54,7 +54,7 @@ from engine.llama.runtime import TargetRuntime
 from engine.models import defaults as models
 from engine.pipeline import costmodel
 from engine.pipeline.costmodel import CostModel
-from engine.pipeline.draft_cache import DraftCaches
+from engine.pipeline.draft_cache import DocumentSegments, DraftCaches
 from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.pipeline.kept_positions import GAPPED, place_kept
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
@@ -240,11 +240,12 @@ def _for_run(run: RunName, settings: RunSettings, compare: bool) -> RunSettings:
     return settings
 
 
-def _draft_stage_text(n_tokens: int, draft_prefix: DraftPrefix | None, n_segments: int) -> str:
+def _draft_stage_text(n_tokens: int, draft_prefix: DraftPrefix | None, n_segments: int, held: int = 0) -> str:
     if draft_prefix is not None and draft_prefix.cache is not None:
         return f"draft scoring {n_tokens - len(draft_prefix)} tokens (the document from the draft cache)"
     if n_segments > 1:
-        return f"draft scoring {n_tokens} tokens in {n_segments} segments (longer than the draft's window)"
+        cached = f"; {held} from the draft cache" if held else ""
+        return f"draft scoring {n_tokens} tokens in {n_segments} segments (longer than the draft's window{cached})"
     return f"draft scoring {n_tokens} tokens"
 
 
@@ -585,6 +586,9 @@ class Engine:
             if not held or not runtime.context.remove_after(held):
                 held = 0
                 runtime.context.clear()
+            if held == len(prefix):  # a longer prefix held it all
+                session.remember_prefix(key, prefix, runtime.context)
+                return held
             start, end = chunk_ranges(held, len(prefix), runtime.context.n_batch)[0]
             run_to_end(runtime.iter_extend(prefix[start:end], np.arange(start, end, dtype=np.int32), token))
             session.remember_prefix(key, prefix[:end], runtime.context, complete=end == len(prefix))
@@ -651,7 +655,7 @@ class Engine:
             start = self._held_prefix(session, key, prefix, runtime)
             served_by = "cached_full" if start and start == len(prefix) else "cold_full"
             if 0 < start < len(prefix):
-                yield Notice(run, f"{start} of the document's {len(prefix)} tokens were prefilled in the background")
+                yield Notice(run, f"{start} of the document's {len(prefix)} tokens were prefilled already")
             session.forget_prefix()  # until this prefill has completed the prefix again
             if not start:  # nothing in memory: a saved state, else a cold prefill (TTFT counts the load)
                 start = yield from self._saved_prefix(run, key, prefix, runtime)
@@ -738,23 +742,30 @@ class Engine:
         pieces = plan_segments(prompt.n_tokens, prompt.doc_token_span, self.draft_pass_tokens(settings))
         self._require_draft_memory(max(b - a for a, b in pieces) + prompt.n_tokens - window.document_tokens)
         # A full prefix only for a prompt that fits (a background fill completes it); the draft's
-        # keys only for a prompt it scores in one pass.
+        # keys for any: the whole prefix when it scores the prompt in one pass, else each segment's.
         key, prefix = (None, None)
         if session is not None and window.fits:
             key, prefix = self._session_prefix(session, request)
+        elif session is not None:
+            key, prefix = self._prefix_key(session, settings), prompt.tokens[:prompt.tail_start]
         one_pass = len(pieces) == 1
         draft_prefix = self._draft_prefix(key, prefix, settings.draft_window) if key and one_pass else None
+        segments = self._draft_segments(session, settings) if not one_pass else None
 
         t_draft = time.perf_counter()
-        yield StageChanged(run, "draft", _draft_stage_text(prompt.n_tokens, draft_prefix, len(pieces)))
+        held = segments.count_held(pieces, prompt.tokens.tolist(), prompt.doc_token_span) if segments else 0
+        yield StageChanged(run, "draft", _draft_stage_text(prompt.n_tokens, draft_prefix, len(pieces), held))
         with PeakMemory(self.info.device) as draft_mem:
             score = yield from self._progress(run, "draft", self._iter_score(prompt, settings, request.cancel,
-                                                                             draft_prefix))
+                                                                             draft_prefix, segments))
         draft_s = time.perf_counter() - t_draft
+        problem = ""
         if draft_prefix is not None:
             problem = self._keep_draft_prefix(key, draft_prefix)
-            if problem:
-                yield Notice(run, problem)
+        elif segments is not None:
+            problem = self._segments_kept_note(segments, pieces, prompt)
+        if problem:
+            yield Notice(run, problem)
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
@@ -791,15 +802,15 @@ class Engine:
         return self.scorer.trained_window - settings.lookahead
 
     def _iter_score(self, prompt: PreparedPrompt, settings: RunSettings, cancel: CancelToken,
-                    draft_prefix: DraftPrefix | None):
+                    draft_prefix: DraftPrefix | None, segments: DocumentSegments | None = None):
         """The draft's scores: one pass (with the cached prefix when there is one), or segments for a
-        prompt longer than the draft was trained on."""
+        prompt longer than the draft was trained on (with their cached heads and slices)."""
         tokens = prompt.tokens.tolist()
         if draft_prefix is not None:
             return self.scorer.iter_score(tokens, settings.lookahead, settings.kernel, cancel, settings.draft_window,
                                           draft_prefix)
         return iter_score_segments(self.scorer, tokens, prompt.doc_token_span, self.draft_pass_tokens(settings),
-                                   settings.lookahead, settings.kernel, cancel, settings.draft_window)
+                                   settings.lookahead, settings.kernel, cancel, settings.draft_window, segments)
 
     def selection_budget(self, prompt: PreparedPrompt, settings: RunSettings) -> int | None:
         """Tokens the kept chunks may hold: None when the whole prompt fits the window, else the window
@@ -820,6 +831,21 @@ class Engine:
         if self.draft_caches is None:
             return None
         return self.draft_caches.prefix_for(key, prefix, window)
+
+    def _draft_segments(self, session: DocumentSession | None, settings: RunSettings) -> DocumentSegments | None:
+        """The draft's kept segments of a session's document longer than its window; None when there is
+        no session or the draft cache is off."""
+        if session is None or self.draft_caches is None or not self.draft_caches.enabled:
+            return None
+        return DocumentSegments(self.draft_caches, self._prefix_key(session, settings), settings.draft_window)
+
+    def _segments_kept_note(self, segments: DocumentSegments, pieces: list, prompt: PreparedPrompt) -> str:
+        """Why a follow-up will score some segments again ("" when the cache keeps them all)."""
+        held = segments.count_held(pieces, prompt.tokens.tolist(), prompt.doc_token_span)
+        if held == len(pieces):
+            return ""
+        return (f"the draft cache ({format_bytes(self.draft_caches.cap)}) keeps the draft's keys for {held} of "
+                f"this document's {len(pieces)} segments: a follow-up scores the others again")
 
     def _keep_draft_prefix(self, key: PrefixKey, draft_prefix: DraftPrefix) -> str:
         """Keep the draft's keys for the next question; why not ("" when kept, or nothing to keep)."""

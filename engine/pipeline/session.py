@@ -140,12 +140,13 @@ class DocumentSession:
 
     def held_tokens(self, key: PrefixKey, prefix: np.ndarray, context: LlamaContext) -> int:
         """How many of this prompt prefix's first tokens `context` holds (all of them, the part a
-        background fill has done, or 0)."""
+        background fill has done, or 0). A held prefix longer than this one counts when this one
+        starts it: a document cut to fit the window is cut a little shorter for a longer question."""
         held = self._held
         if held is None or held.key != key or held.context is not context or not held.valid():
             return 0
-        n = len(held.tokens)
-        return n if n <= len(prefix) and np.array_equal(held.tokens, prefix[:n]) else 0
+        n = min(len(held.tokens), len(prefix))
+        return n if np.array_equal(held.tokens[:n], prefix[:n]) else 0
 
     def remember_prefix(self, key: PrefixKey, tokens: np.ndarray, context: LlamaContext,
                         complete: bool = True) -> None:

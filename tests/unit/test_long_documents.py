@@ -7,13 +7,14 @@ import pytest
 
 from engine.core.cancel import CancelToken
 from engine.core.errors import Cancelled, ContextOverflowError
-from engine.core.events import Notice, Progress, RunFinished, StageChanged
+from engine.core.events import Notice, Progress, RunFinished, SelectionMade, StageChanged
 from engine.core.settings import RunSettings
 from engine.draft.scorer import DraftScorer
 from engine.draft.segments import iter_score_segments, plan_segments, segment_tokens
 from engine.draft.selection import plan_selection, select_chunks
 from engine.core.steps import run_to_end
 from engine.pipeline.costmodel import CostModel, Quadratic
+from engine.pipeline.draft_cache import DraftCaches
 from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.pipeline.kept_positions import compressed_positions, place_kept
 from engine.pipeline.session import DocumentSession
@@ -232,3 +233,68 @@ def test_cancel_stops_the_draft_between_segments(engine, long_text, monkeypatch)
     assert len(seen) == 1  # nothing after the Cancel: the next segment never started
     follow = result_of(list(engine.stream(long_text, QUESTION, "spec", long_settings())), "spec")
     assert follow.fit == "selected"  # the engine is free again
+
+
+# -- follow-ups on a long document: the draft's segments from the cache ---------------------------
+def test_questions_of_about_one_length_get_the_same_segments():
+    span = (20, 60_020)
+    shorter, longer = plan_segments(60_060, span, 32_000), plan_segments(60_200, span, 32_000)
+    assert shorter == longer and len(shorter) == 2
+
+
+def spec_with_selection(engine, session, question):
+    events = list(engine.ask(session, question, "spec", long_settings()))
+    (made,) = [e.selection for e in events if isinstance(e, SelectionMade)]
+    stage = [e.detail for e in events if isinstance(e, StageChanged) and e.stage == "draft"][0]
+    return result_of(events, "spec"), made, stage, [e.message for e in events if isinstance(e, Notice)]
+
+
+@pytest.fixture
+def segmented(engine, monkeypatch):
+    """The tiny draft trained on 300 positions (so the long text takes segments), a fresh draft cache."""
+    monkeypatch.setattr(engine.scorer.model.config, "max_position_embeddings", 300)
+    monkeypatch.setattr(engine, "draft_caches", DraftCaches(1 << 30))
+    return engine
+
+
+def test_a_follow_up_on_a_long_document_scores_its_segments_from_the_cache_as_cold(segmented, long_text):
+    first, _, first_stage, _ = spec_with_selection(segmented, DocumentSession(long_text), QUESTION)
+    assert first.served_by == "spec" and "segments" in first_stage
+    session = DocumentSession(long_text)
+    follow, follow_made, stage, _ = spec_with_selection(segmented, session, "Which key opens door 35?")
+    assert follow.served_by == "spec_cached_draft" and "from the draft cache" in stage
+    segmented.draft_caches = DraftCaches(1 << 30)  # the same question, cold
+    cold, cold_made, _, _ = spec_with_selection(segmented, DocumentSession(long_text), "Which key opens door 35?")
+    assert cold.served_by == "spec"
+    np.testing.assert_allclose(follow_made.chunk_scores, cold_made.chunk_scores, rtol=1e-5, atol=1e-9)
+    assert follow_made.kept_chunks == cold_made.kept_chunks and follow.answer == cold.answer
+
+
+def test_a_draft_cache_smaller_than_the_segments_keeps_some_and_says_so(segmented, long_text):
+    spec_with_selection(segmented, DocumentSession(long_text), QUESTION)
+    sizes = [entry.nbytes() for entry in segmented.draft_caches._entries.values()]
+    assert len(sizes) >= 3
+    segmented.draft_caches = DraftCaches(max(sizes) + 1)  # room for one segment
+    _, _, _, notices = spec_with_selection(segmented, DocumentSession(long_text), QUESTION)
+    assert any(f"keeps the draft's keys for 1 of this document's {len(sizes)} segments" in m for m in notices)
+    follow, _, stage, _ = spec_with_selection(segmented, DocumentSession(long_text), QUESTION)
+    assert follow.served_by == "spec_cached_draft" and "1 from the draft cache" in stage
+
+
+def test_a_cut_full_prefill_in_a_session_serves_questions_of_another_length_from_the_cache(engine, long_text):
+    """A longer question cuts the document a little shorter: the prefix context holding the longer
+    cut serves it, and a shorter question extends what is held."""
+    session, cut = DocumentSession(long_text), long_settings(truncate=True)
+    longer_question = "Which key opens door 21, and which door does the jade key open after it?"
+
+    def baseline(question):
+        return result_of(list(engine.ask(session, question, "baseline", cut)), "baseline")
+
+    first = baseline(longer_question)
+    extended = baseline(QUESTION)  # a shorter question: more of the document fits
+    again = baseline(longer_question)
+    assert first.fit == extended.fit == again.fit == "truncated"
+    assert extended.truncated_tokens < first.truncated_tokens
+    assert (first.served_by, again.served_by) == ("cold_full", "cached_full")
+    assert again.prefill_tokens < first.prefill_tokens  # the question only
+    assert again.answer == first.answer

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine.core.settings import RunSettings
-from engine.eval.needles import (DEPTHS, NEEDLES, ask_needle, draft_keeps_needle, haystack, insert_needle,
-                                 needle_for, needle_token_span)
+from engine.eval.needles import (DEPTHS, NEEDLES, ask_needle, ask_needles_together, draft_keeps_needle, haystack,
+                                 insert_needle, insert_needles, needle_for, needle_token_span)
+from engine.pipeline.draft_cache import DraftCaches
 
 TEXT = "\n".join(f"Line {i}: the {['amber', 'cobalt', 'jade'][i % 3]} lamp burns in room {i * 3}." for i in range(200))
 
@@ -67,3 +68,31 @@ def test_the_cli_refuses_a_depth_outside_the_text(capsys):
         build_parser().parse_args(["needles", "--doc", "a.pdf", "--depths", "50,120"])
     assert exit_.value.code == 2
     assert "0..100" in capsys.readouterr().err
+
+
+def test_facts_placed_together_each_sit_near_their_depth():
+    placed = [(0.1, NEEDLES[0]), (0.5, NEEDLES[2]), (0.9, NEEDLES[4])]
+    doc = insert_needles(TEXT, placed)
+    for depth, needle in placed:
+        assert doc.count(needle.fact) == 1
+        assert abs(doc.index(needle.fact) / len(doc) - depth) < 0.05
+
+
+def test_facts_asked_together_are_follow_ups_in_one_session(engine, monkeypatch):
+    monkeypatch.setattr(engine, "draft_caches", DraftCaches(1 << 30))
+    placed = [(0.01, NEEDLES[1]), (0.8, NEEDLES[3])]  # the cut full prefill sees the first 5% of TEXT
+    rows = list(ask_needles_together(engine, TEXT, placed, "both", settings()))
+    assert [(r.depth, r.run) for r in rows] == [(0.01, "spec"), (0.01, "baseline"), (0.8, "spec"), (0.8, "baseline")]
+    spec_first, base_first, spec_next, base_next = rows
+    assert (spec_first.served_by, spec_next.served_by) == ("spec", "spec_cached_draft")
+    assert base_first.served_by == "cold_full" and base_first.fit == base_next.fit == "truncated"
+    # the next question's cut document starts with the one the prefix context holds: only the rest is prefilled
+    assert base_next.prefill_tokens < base_first.prefill_tokens / 4
+    assert base_first.needle_kept == 1.0 and base_next.needle_kept == 0.0  # 80% lies past the cut
+
+
+def test_together_and_draft_only_are_refused_together(capsys):
+    from engine.cli.main import main
+
+    assert main(["needles", "--doc", __file__, "--together", "--draft-only", "segments"]) == 2
+    assert "--together" in capsys.readouterr().err
