@@ -70,7 +70,14 @@ def fit_cost_model(measured: dict[str, dict[int, float]], info) -> CostModel:
                      measurements={role: {str(n): s for n, s in m.items()} for role, m in measured.items()},
                      machine={"target": str(info.target_path), "draft": str(info.draft_path),
                               "device": info.device, "target_device": info.target_device,
-                              "flash_attn": info.flash_attn, "date": time.strftime("%Y-%m-%d %H:%M:%S")})
+                              "flash_attn": info.flash_attn, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                              **_windows(info)})
+
+
+def _windows(info) -> dict:
+    """The target's context and the draft's trained positions, for estimates past them (when known)."""
+    trained = info.draft_trained_window
+    return {"n_ctx": info.n_ctx, "draft_trained_window": trained} if trained else {}
 
 
 def step_message(steps: list[tuple[str, int]], index: int) -> str:

@@ -115,6 +115,12 @@ class CostModel:
                 "spec_ttft_s": spec, "draft_s": draft, "target_prefill_s": target,
                 "speedup": base / spec if spec > 0 else 0.0, "fits": fits, "kept_tokens": kept}
 
+    def window_limits(self, max_new_tokens: int, lookahead: int) -> tuple[int | None, int | None]:
+        """The estimate's `budget` and `pass_tokens` for the windows this calibration was made with
+        (target context, draft's trained positions); None where an older file does not say."""
+        n_ctx, trained = self.machine.get("n_ctx"), self.machine.get("draft_trained_window")
+        return (n_ctx - max_new_tokens if n_ctx else None), (trained - lookahead if trained else None)
+
     def bypass_reason(self, n_tokens: int, keep: float, window: int = 0, margin: float = 1.05) -> str:
         """The auto-bypass rule: why SpecPrefill would not run ("" when it is predicted to win
         by `margin`). Never on prompts shorter than the calibration measured: a fit's constant

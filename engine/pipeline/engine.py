@@ -83,6 +83,7 @@ class EngineInfo:
     target_memory_device: str = "cpu"  # whose memory the target's KV caches take: "cpu" or "cuda"
     flash_attn: str = "auto"  # the target context's flash attention: "on", "off", or "auto" (llama.cpp's pick)
     target_backends: tuple[str, ...] = ("CPU",)  # where the target's layers run: "CPU", "CUDA", "RPC HOST:PORT"
+    draft_trained_window: int = 0  # the positions the draft was trained on (0: not known)
 
 
 def default_threads() -> int:
@@ -305,6 +306,7 @@ class Engine:
             # than the tensors the draft plainly holds.
             draft_weights = max(held_bytes(device.device) - before, _tensor_bytes(draft))
             cancel.raise_if_cancelled()
+            scorer = DraftScorer(draft, draft_eos_ids(draft))
             if progress:
                 progress(2, 3, "probing position support")
             info = EngineInfo(target_name=target_name, draft_name=draft_name, target_path=target_path,
@@ -316,11 +318,12 @@ class Engine:
                               target_offload_reason=placement.reason,
                               target_memory_device=placement.memory_device,
                               flash_attn=runtime.context.flash_attn,
-                              target_backends=_target_backends(runtime, placement))
+                              target_backends=_target_backends(runtime, placement),
+                              draft_trained_window=scorer.trained_window)
         except BaseException:
             runtime.close()  # free the target's native memory now, not at garbage collection
             raise
-        engine = cls(runtime, DraftScorer(draft, draft_eos_ids(draft)), info, costmodel.load_matching(info),
+        engine = cls(runtime, scorer, info, costmodel.load_matching(info),
                      StateStore(state_cache_dir(), cap_bytes(settings.state_cache_gb)),
                      DraftCaches(cap_bytes(settings.draft_cache_gb)))
         engine._warm_up()

@@ -106,6 +106,7 @@ class FakeInfo:
     flash_attn: str = "off"
     draft_memory_bytes: int = 300 * 1024 * 1024
     n_ctx: int = 32768
+    draft_trained_window: int = 32768
 
 
 def wait(seconds: float, cancel: CancelToken) -> None:

@@ -107,6 +107,7 @@ def test_calibrate_then_estimate(cli):
     assert Path(json.loads(proc.stdout)["path"]).is_file()
     est = json.loads(run("estimate", "--tokens", "8192", "--keep", "0.2", "--json").stdout)
     assert est["tokens"] == 8192 and est["baseline_ttft_s"] > 0
+    assert not est["fits"] and est["kept_tokens"] < 8192 * 0.2  # the calibration recorded the tiny target's window
     assert est["speedup"] == pytest.approx(est["baseline_ttft_s"] / est["spec_ttft_s"])
     full = json.loads(run("estimate", "--tokens", "8192", "--keep", "0.2", "--draft-window", "0", "--json").stdout)
     assert (est["draft_window"], full["draft_window"]) == (4096, 0)

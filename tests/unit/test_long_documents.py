@@ -298,3 +298,15 @@ def test_a_cut_full_prefill_in_a_session_serves_questions_of_another_length_from
     assert (first.served_by, again.served_by) == ("cold_full", "cached_full")
     assert again.prefill_tokens < first.prefill_tokens  # the question only
     assert again.answer == first.answer
+
+
+def test_the_calibration_knows_the_windows_an_estimate_past_them_needs():
+    model = CostModel(target_prefill=Quadratic(0.0, 0.01, 0.0), draft=Quadratic(0.0, 0.001, 0.0), chunk_size=32,
+                      machine={"n_ctx": 32_768, "draft_trained_window": 32_768})
+    budget, pass_tokens = model.window_limits(256, 8)
+    assert (budget, pass_tokens) == (32_512, 32_760)
+    est = model.estimate(98_304, 0.2, 0, budget, pass_tokens)
+    assert not est["fits"] and est["draft_s"] == pytest.approx(98.304)  # four segments of 24,576
+    assert est["baseline_ttft_s"] == pytest.approx(325.12)  # the cut full prefill
+    older = CostModel(target_prefill=Quadratic(0.0, 0.01, 0.0), draft=Quadratic(0.0, 0.001, 0.0))
+    assert older.window_limits(256, 8) == (None, None)  # a file from before: the plain estimate
