@@ -1,5 +1,9 @@
 """Draft-only probe for keep=auto: per case, the draft's score spread, auto's keep, and whether the
-answer's text (or each summary key point) survives the selection at fixed keeps and at auto."""
+answer's text (or each summary key point) survives the selection at fixed keeps and at auto.
+
+With --scores, each row also holds the chunk scores, the always-kept chunks and, per answer (or key
+point), the chunks of each place its text occurs: enough to try another keep rule offline.
+Usage: python keep-auto-probe.py OUT.jsonl [--scores]"""
 import json, re, sys, time
 from collections import defaultdict
 from pathlib import Path
@@ -19,6 +23,7 @@ from engine.pipeline.selection_plan import plan_request_selection, segment_token
 
 KEEPS = [0.1, 0.2, 0.3, 0.4]
 out = open(sys.argv[1], "w")
+WITH_SCORES = "--scores" in sys.argv[2:]
 cases = load_suite(ROOT / "resources/eval/fidelity.jsonl") + load_suite(ROOT / "resources/eval/dev.jsonl")
 by_doc = defaultdict(list)
 for c in cases:
@@ -33,11 +38,27 @@ def spans(text, phrase):
         yield i, i + len(p)
         i = low.find(p, i + 1)
 
+def token_span(offsets, doc_start, a, b):
+    t0 = int(np.searchsorted(offsets, doc_start + a, side="right")) - 1
+    t1 = int(np.searchsorted(offsets, doc_start + b, side="left"))
+    return t0, t1
+
+
+def evidence_chunks(phrases, doc_text, offsets, doc_start, chunk_size):
+    """For each place one of the phrases occurs: the chunks its tokens lie in."""
+    places = []
+    for ph in phrases:
+        for a, b in spans(doc_text, ph):
+            t0, t1 = token_span(offsets, doc_start, a, b)
+            if t1 > t0:
+                places.append(list(range(t0 // chunk_size, (t1 - 1) // chunk_size + 1)))
+    return places
+
+
 def survives(phrases, doc_text, offsets, doc_start, kept_mask):
     for ph in phrases:
         for a, b in spans(doc_text, ph):
-            t0 = int(np.searchsorted(offsets, doc_start + a, side="right")) - 1
-            t1 = int(np.searchsorted(offsets, doc_start + b, side="left"))
+            t0, t1 = token_span(offsets, doc_start, a, b)
             if t1 > t0 and kept_mask[t0:t1].mean() >= 0.5:
                 return True
     return False
@@ -73,6 +94,10 @@ for doc_path, doc_cases in by_doc.items():
             hit = [survives(p, doc.text, offsets, doc_start, mask) for p in points]
             row[label] = round(sum(hit) / len(hit), 3) if hit else None
             row[label + "_kept"] = round(len(plan.kept_idx) / prompt.n_tokens, 3)
+        if WITH_SCORES:
+            row.update(chunk_size=base.chunk_size, protected=[int(c) for c in prot],
+                       chunk_scores=[float(f"{v:.5g}") for v in scores],
+                       evidence=[evidence_chunks(p, doc.text, offsets, doc_start, base.chunk_size) for p in points])
         out.write(json.dumps(row) + "\n"); out.flush()
         print(row["id"], row["kind"], row["spread"], row["auto_keep"], row["0.1"], row["0.2"], row["auto"], flush=True)
 engine.close()
