@@ -154,3 +154,17 @@ def test_the_desktop_bundle_says_plainly_that_it_cannot_use_workers(monkeypatch,
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     with pytest.raises(ModelError, match="desktop bundle cannot start"):
         open_remote_target(HostSpec(target, 2, ()), (), timeout=30)
+
+
+def test_a_token_crosses_to_the_host_once_per_method(remote, monkeypatch):
+    model, calls = remote.model, []
+    real_call = model.host.call
+
+    def counted(*args, **kwargs):
+        calls.append(args[1])
+        return real_call(*args, **kwargs)
+
+    monkeypatch.setattr(model.host, "call", counted)
+    first = [model.token_piece(7), model.token_piece(7), model.is_eog(7), model.is_eog(7)]
+    assert calls == ["token_piece", "is_eog"]
+    assert first[0] == first[1] and first[2] is False

@@ -19,7 +19,6 @@ import tempfile
 import threading
 import time
 import weakref
-from functools import lru_cache
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -213,9 +212,17 @@ class RemoteModel:
         self.host = host
         self.path = Path(path)
         self.n_vocab = host.info.n_vocab
+        self._vocab: dict[tuple[str, int], object] = {}  # (method, token) -> answer: the vocabulary never changes
 
     def _call(self, name: str, *args, **kwargs):
         return self.host.call(MODEL, name, *args, **kwargs)
+
+    def _vocab_call(self, name: str, token: int):
+        """One round trip per distinct token and method, not per generated token."""
+        key = (name, token)
+        if key not in self._vocab:
+            self._vocab[key] = self._call(name, token)
+        return self._vocab[key]
 
     def close(self) -> None:
         self.host.close()
@@ -244,18 +251,14 @@ class RemoteModel:
     def tokenize(self, text: str, *, parse_special: bool) -> list[int]:
         return self._call("tokenize", text, parse_special=parse_special)
 
-    # One round trip per distinct token, not per generated one: the vocabulary never changes.
-    @lru_cache(maxsize=65536)
     def token_text(self, token: int) -> bytes:
-        return self._call("token_text", token)
+        return self._vocab_call("token_text", token)
 
-    @lru_cache(maxsize=65536)
     def token_piece(self, token: int) -> bytes:
-        return self._call("token_piece", token)
+        return self._vocab_call("token_piece", token)
 
-    @lru_cache(maxsize=65536)
     def is_eog(self, token: int) -> bool:
-        return self._call("is_eog", token)
+        return self._vocab_call("is_eog", token)
 
 
 class RemoteContext:
