@@ -57,6 +57,9 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     if args.together and args.draft_only:
         raise SettingsError("--together asks the questions end to end in a session; --draft-only scores one "
                             "needle at a time without the target: choose one")
+    if args.together and len({needle_for(d) for d in args.depths}) < len(args.depths):
+        raise SettingsError(f"--together needs depths that get different facts (the nearest of "
+                            f"{','.join(map(str, DEPTHS))}); got {','.join(map(str, args.depths))}")
     settings = run_settings_from(args)
     texts = [load_document(path, cancel=cancel).text for path in args.doc]
     engine = load_engine(args, cancel, quiet=args.json)

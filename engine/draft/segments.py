@@ -11,7 +11,7 @@ segment's scores are multiplied by its length (1.0 is then uniform attention in 
 the slices are cut equal anyway. The head's and the tail's scores are averaged over the segments.
 
 Follow-up questions: a segment's head and slice are the same for every question about the document
-(the slices are planned with the question's room rounded up), so a `SegmentCache` can keep their
+(in a session the slices are planned with the question's room rounded up), so a `SegmentCache` can keep their
 keys and values like a one-pass prompt's prefix. The segments it holds are scored first, before the
 ones it must fill evict them.
 """
@@ -43,10 +43,10 @@ class SegmentCache(Protocol):
     def keep(self, piece: Piece, prefix: DraftPrefix) -> bool: ...
 
 
-def plan_segments(n_tokens: int, doc_span: tuple[int, int], max_len: int) -> list[Piece]:
+def plan_segments(n_tokens: int, doc_span: tuple[int, int], max_len: int, follow_ups: bool = False) -> list[Piece]:
     """The document slices [start, end) to score one by one: one slice (the whole document) when the
-    prompt fits in `max_len`, else as few equal slices as keep head + slice + tail within it (the
-    tail's room rounded up, so that a follow-up question gets the same slices)."""
+    prompt fits in `max_len`, else as few equal slices as keep head + slice + tail within it.
+    `follow_ups`: the tail's room is rounded up, so that other questions get the same slices."""
     start, end = doc_span
     if n_tokens <= max_len or end <= start:
         return [(start, end)]
@@ -56,7 +56,8 @@ def plan_segments(n_tokens: int, doc_span: tuple[int, int], max_len: int) -> lis
     if room < 1:
         raise ValueError(f"the prompt's template and question ({fixed} tokens) leave no room "
                          f"for the document in the draft's {max_len}-token window")
-    room -= min(-tail % TAIL_ROOM_STEP, room // 32)  # a small window keeps nearly all its room
+    if follow_ups:
+        room -= min(-tail % TAIL_ROOM_STEP, room // 32)  # a small window keeps nearly all its room
     n_segments = math.ceil((end - start) / room)
     size = math.ceil((end - start) / n_segments)
     return [(a, min(a + size, end)) for a in range(start, end, size)]
@@ -81,7 +82,7 @@ def iter_score_segments(scorer: DraftScorer, tokens: list[int], doc_span: tuple[
 
     `pass_tokens`: the longest prompt one pass may score (its look-ahead steps come on top).
     `cache`: the segments' kept keys (a follow-up question), filled as they are scored."""
-    pieces = plan_segments(len(tokens), doc_span, pass_tokens)
+    pieces = plan_segments(len(tokens), doc_span, pass_tokens, follow_ups=cache is not None)
     if len(pieces) == 1:
         return (yield from scorer.iter_score(tokens, lookahead, kernel, cancel, window))
     start, end = doc_span

@@ -75,9 +75,9 @@ def fit_cost_model(measured: dict[str, dict[int, float]], info) -> CostModel:
 
 
 def _windows(info) -> dict:
-    """The target's context and the draft's trained positions, for estimates past them (when known)."""
+    """The target's context and (when known) the draft's trained positions, for estimates past them."""
     trained = info.draft_trained_window
-    return {"n_ctx": info.n_ctx, "draft_trained_window": trained} if trained else {}
+    return {"n_ctx": info.n_ctx, **({"draft_trained_window": trained} if trained else {})}
 
 
 def step_message(steps: list[tuple[str, int]], index: int) -> str:

@@ -80,17 +80,26 @@ def haystack(engine: Engine, texts: list[str], n_tokens: int) -> str:
 
 def insert_needle(text: str, depth: float, needle: Needle) -> str:
     """The fact on a line of its own at the first line break after `depth` of the text."""
-    at = text.find("\n", int(len(text) * depth))
-    at = len(text) if at < 0 else at
-    return f"{text[:at]}\n{needle.fact}\n{text[at:]}"
+    return insert_needles(text, [(depth, needle)])
 
 
 def insert_needles(text: str, placed: list[tuple[float, Needle]]) -> str:
-    """Each fact at its depth of the original text (the deepest first, so that no insertion moves
-    the place of one still to come)."""
-    for depth, needle in sorted(placed, key=lambda item: item[0], reverse=True):
-        text = insert_needle(text, depth, needle)
-    return text
+    """Each fact on a line of its own at the first line break after its depth of the original text."""
+    facts = [needle.fact for _, needle in placed]
+    if len(set(facts)) < len(facts):
+        raise ValueError("two depths would get the same fact: choose depths nearest different ones of "
+                         + ",".join(map(str, DEPTHS)))
+    places = sorted((_line_break_after(text, depth), needle.fact) for depth, needle in placed)
+    pieces, last = [], 0
+    for at, fact in places:
+        pieces += [text[last:at], f"\n{fact}\n"]
+        last = at
+    return "".join(pieces) + text[last:]
+
+
+def _line_break_after(text: str, depth: float) -> int:
+    at = text.find("\n", int(len(text) * depth))
+    return len(text) if at < 0 else at
 
 
 def needle_token_span(engine: Engine, prompt, needle: Needle) -> tuple[int, int]:

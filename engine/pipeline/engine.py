@@ -245,7 +245,7 @@ def _draft_stage_text(n_tokens: int, draft_prefix: DraftPrefix | None, n_segment
     if draft_prefix is not None and draft_prefix.cache is not None:
         return f"draft scoring {n_tokens - len(draft_prefix)} tokens (the document from the draft cache)"
     if n_segments > 1:
-        cached = f"; {held} from the draft cache" if held else ""
+        cached = f"; {held} of them from the draft cache" if held else ""
         return f"draft scoring {n_tokens} tokens in {n_segments} segments (longer than the draft's window{cached})"
     return f"draft scoring {n_tokens} tokens"
 
@@ -589,9 +589,6 @@ class Engine:
             if not held or not runtime.context.remove_after(held):
                 held = 0
                 runtime.context.clear()
-            if held == len(prefix):  # a longer prefix held it all
-                session.remember_prefix(key, prefix, runtime.context)
-                return held
             start, end = chunk_ranges(held, len(prefix), runtime.context.n_batch)[0]
             run_to_end(runtime.iter_extend(prefix[start:end], np.arange(start, end, dtype=np.int32), token))
             session.remember_prefix(key, prefix[:end], runtime.context, complete=end == len(prefix))
@@ -656,7 +653,7 @@ class Engine:
             runtime = self._prefix_runtime()
             key, prefix = self._session_prefix(session, request)
             start = self._held_prefix(session, key, prefix, runtime)
-            served_by = "cached_full" if start and start == len(prefix) else "cold_full"
+            served_by = "cached_full" if start else "cold_full"  # a part counts too: it is not a cold prefill
             if 0 < start < len(prefix):
                 yield Notice(run, f"{start} of the document's {len(prefix)} tokens were prefilled already")
             session.forget_prefix()  # until this prefill has completed the prefix again
@@ -673,7 +670,9 @@ class Engine:
         yield RunFinished(run, RunResult(
             **request.result_fields(), **request.full_prefill_fields(), positions="contiguous",
             bypassed=bool(bypass_reason), bypass_reason=bypass_reason, served_by=served_by, **result))
-        if served_by == "cold_full":  # after the answer: saving is never inside its TTFT
+        # After the answer (saving is never inside its TTFT), a prefix this run completed; not a cut
+        # one: a question of another length cuts the document elsewhere, and the state would not serve it.
+        if session is not None and start < len(prefix) and request.cut is None:
             problem = self._save_prefix(key, prefix, runtime)
             if problem:
                 yield Notice(run, problem)
@@ -742,7 +741,9 @@ class Engine:
         if placement != settings.positions and settings.positions == "restore":
             yield Notice(run, "restore would place tokens past the target's window: the gaps were compressed instead")
         budget = self.selection_budget(prompt, settings)  # before the draft: a question too long fails at once
-        pieces = plan_segments(prompt.n_tokens, prompt.doc_token_span, self.draft_pass_tokens(settings))
+        segment_cache = self._draft_segments(session, settings)
+        pieces = plan_segments(prompt.n_tokens, prompt.doc_token_span, self.draft_pass_tokens(settings),
+                               follow_ups=segment_cache is not None)
         self._require_draft_memory(max(b - a for a, b in pieces) + prompt.n_tokens - window.document_tokens)
         # A full prefix only for a prompt that fits (a background fill completes it); the draft's
         # keys for any: the whole prefix when it scores the prompt in one pass, else each segment's.
@@ -753,7 +754,7 @@ class Engine:
             key, prefix = self._prefix_key(session, settings), prompt.tokens[:prompt.tail_start]
         one_pass = len(pieces) == 1
         draft_prefix = self._draft_prefix(key, prefix, settings.draft_window) if key and one_pass else None
-        segments = self._draft_segments(session, settings) if not one_pass else None
+        segments = segment_cache if not one_pass else None
 
         t_draft = time.perf_counter()
         held = segments.count_held(pieces, prompt.tokens.tolist(), prompt.doc_token_span) if segments else 0

@@ -15,6 +15,7 @@ from engine.draft.selection import plan_selection, select_chunks
 from engine.core.steps import run_to_end
 from engine.pipeline.costmodel import CostModel, Quadratic
 from engine.pipeline.draft_cache import DraftCaches
+from engine.pipeline.state_store import StateStore
 from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.pipeline.kept_positions import compressed_positions, place_kept
 from engine.pipeline.session import DocumentSession
@@ -236,10 +237,11 @@ def test_cancel_stops_the_draft_between_segments(engine, long_text, monkeypatch)
 
 
 # -- follow-ups on a long document: the draft's segments from the cache ---------------------------
-def test_questions_of_about_one_length_get_the_same_segments():
-    span = (20, 60_020)
-    shorter, longer = plan_segments(60_060, span, 32_000), plan_segments(60_200, span, 32_000)
-    assert shorter == longer and len(shorter) == 2
+def test_in_a_session_questions_of_about_one_length_get_the_same_segments():
+    span = (20, 63_760)  # the questions' tails: 40 and 180 tokens
+    assert len(plan_segments(63_800, span, 32_000)) != len(plan_segments(63_940, span, 32_000))  # one-shot runs
+    shorter, longer = (plan_segments(n, span, 32_000, follow_ups=True) for n in (63_800, 63_940))
+    assert shorter == longer and len(shorter) == 3
 
 
 def spec_with_selection(engine, session, question):
@@ -278,12 +280,15 @@ def test_a_draft_cache_smaller_than_the_segments_keeps_some_and_says_so(segmente
     _, _, _, notices = spec_with_selection(segmented, DocumentSession(long_text), QUESTION)
     assert any(f"keeps the draft's keys for 1 of this document's {len(sizes)} segments" in m for m in notices)
     follow, _, stage, _ = spec_with_selection(segmented, DocumentSession(long_text), QUESTION)
-    assert follow.served_by == "spec_cached_draft" and "1 from the draft cache" in stage
+    assert follow.served_by == "spec_cached_draft" and "1 of them from the draft cache" in stage
 
 
-def test_a_cut_full_prefill_in_a_session_serves_questions_of_another_length_from_the_cache(engine, long_text):
+def test_a_cut_full_prefill_in_a_session_serves_questions_of_another_length_from_the_cache(engine, long_text,
+                                                                                          monkeypatch, tmp_path):
     """A longer question cuts the document a little shorter: the prefix context holding the longer
-    cut serves it, and a shorter question extends what is held."""
+    cut serves it, and a shorter question extends what is held. A cut prefix is not saved to disk:
+    a question of another length would cut the document elsewhere."""
+    monkeypatch.setattr(engine, "state_store", StateStore(tmp_path / "states", 1 << 30))
     session, cut = DocumentSession(long_text), long_settings(truncate=True)
     longer_question = "Which key opens door 21, and which door does the jade key open after it?"
 
@@ -298,6 +303,8 @@ def test_a_cut_full_prefill_in_a_session_serves_questions_of_another_length_from
     assert (first.served_by, again.served_by) == ("cold_full", "cached_full")
     assert again.prefill_tokens < first.prefill_tokens  # the question only
     assert again.answer == first.answer
+    assert extended.served_by == "cached_full"  # most of it was held: not a cold prefill
+    assert not engine.state_store.has(engine._prefix_key(session, cut))
 
 
 def test_the_calibration_knows_the_windows_an_estimate_past_them_needs():
