@@ -11,7 +11,7 @@ from engine.cli.options import add_model_options, add_run_options, int_list, pat
 from engine.core.cancel import CancelToken
 from engine.core.errors import SettingsError
 from engine.eval.needles import (DEPTHS, DRAFT_READS, as_json, ask_needle, ask_needles_together, draft_keeps_needle,
-                                 haystack, insert_needle, needle_for)
+                                 haystack, insert_needle, needle_for, require_distinct)
 from engine.ingest import load_document
 
 
@@ -57,9 +57,12 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     if args.together and args.draft_only:
         raise SettingsError("--together asks the questions end to end in a session; --draft-only scores one "
                             "needle at a time without the target: choose one")
-    if args.together and len({needle_for(d) for d in args.depths}) < len(args.depths):
-        raise SettingsError(f"--together needs depths that get different facts (the nearest of "
-                            f"{','.join(map(str, DEPTHS))}); got {','.join(map(str, args.depths))}")
+    placed = [(depth / 100, needle_for(depth)) for depth in args.depths]
+    if args.together:
+        try:
+            require_distinct(placed)
+        except ValueError as error:
+            raise SettingsError(f"--together: {error}; got {','.join(map(str, args.depths))}") from None
     settings = run_settings_from(args)
     texts = [load_document(path, cancel=cancel).text for path in args.doc]
     engine = load_engine(args, cancel, quiet=args.json)
@@ -67,7 +70,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     try:
         for n_tokens in args.lengths:
             text = haystack(engine, texts, n_tokens)
-            for found in _measure(engine, text, args, settings, cancel):
+            for found in _measure(engine, text, placed, args, settings, cancel):
                 for row in as_json(found):
                     rows.append({"length": n_tokens, **row})
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # as it comes: a run takes minutes
@@ -81,18 +84,16 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     return 0
 
 
-def _measure(engine, text: str, args: argparse.Namespace, settings, cancel: CancelToken):
+def _measure(engine, text: str, placed, args: argparse.Namespace, settings, cancel: CancelToken):
     """The rows of one haystack, a list at a time as they are measured."""
     if args.together:
-        placed = [(depth / 100, needle_for(depth)) for depth in args.depths]
         for answer in ask_needles_together(engine, text, placed, args.mode, settings, cancel):
             yield [answer]
         return
-    for depth in args.depths:
-        needle = needle_for(depth)
-        doc = insert_needle(text, depth / 100, needle)
+    for depth, needle in placed:
+        doc = insert_needle(text, depth, needle)
         if args.draft_only:
-            yield [draft_keeps_needle(engine, doc, needle, depth / 100, read, settings, cancel)
+            yield [draft_keeps_needle(engine, doc, needle, depth, read, settings, cancel)
                    for read in args.draft_only]
         else:
-            yield ask_needle(engine, doc, needle, depth / 100, args.mode, settings, cancel)
+            yield ask_needle(engine, doc, needle, depth, args.mode, settings, cancel)

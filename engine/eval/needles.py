@@ -83,12 +83,17 @@ def insert_needle(text: str, depth: float, needle: Needle) -> str:
     return insert_needles(text, [(depth, needle)])
 
 
-def insert_needles(text: str, placed: list[tuple[float, Needle]]) -> str:
-    """Each fact on a line of its own at the first line break after its depth of the original text."""
+def require_distinct(placed: list[tuple[float, Needle]]) -> None:
+    """Facts placed together must differ: two depths nearest the same one of DEPTHS share a fact."""
     facts = [needle.fact for _, needle in placed]
     if len(set(facts)) < len(facts):
         raise ValueError("two depths would get the same fact: choose depths nearest different ones of "
                          + ",".join(map(str, DEPTHS)))
+
+
+def insert_needles(text: str, placed: list[tuple[float, Needle]]) -> str:
+    """Each fact on a line of its own at the first line break after its depth of the original text."""
+    require_distinct(placed)
     places = sorted((_line_break_after(text, depth), needle.fact) for depth, needle in placed)
     pieces, last = [], 0
     for at, fact in places:

@@ -681,10 +681,14 @@ class Engine:
         info = self.info
         return session.key(info.target_path, info.draft_path, settings.system_prompt, info.n_ctx, info.flash_attn)
 
+    def _document_prefix(self, session: DocumentSession, request: _Request) -> tuple[PrefixKey, np.ndarray]:
+        """The request's document prefix and its key."""
+        prompt = request.prompt
+        return self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start]
+
     def _session_prefix(self, session: DocumentSession, request: _Request) -> tuple[PrefixKey, np.ndarray]:
         """The request's document prefix and its key, noted in the session (what a background fill fills)."""
-        prompt = request.prompt
-        key, prefix = self._prefix_key(session, request.settings), prompt.tokens[:prompt.tail_start]
+        key, prefix = self._document_prefix(session, request)
         session.note_prefix(key, prefix)
         return key, prefix
 
@@ -750,8 +754,8 @@ class Engine:
         key, prefix = (None, None)
         if session is not None and window.fits:
             key, prefix = self._session_prefix(session, request)
-        elif session is not None:
-            key, prefix = self._prefix_key(session, settings), prompt.tokens[:prompt.tail_start]
+        elif session is not None:  # too long for a full prefill: nothing for a background fill to note
+            key, prefix = self._document_prefix(session, request)
         one_pass = len(pieces) == 1
         draft_prefix = self._draft_prefix(key, prefix, settings.draft_window) if key and one_pass else None
         segments = segment_cache if not one_pass else None

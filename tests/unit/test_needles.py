@@ -101,3 +101,5 @@ def test_together_and_draft_only_are_refused_together(capsys):
 
     assert main(["needles", "--doc", __file__, "--together", "--draft-only", "segments"]) == 2
     assert "--together" in capsys.readouterr().err
+    assert main(["needles", "--doc", __file__, "--together", "--depths", "10,12"]) == 2  # one fact, twice
+    assert "same fact" in capsys.readouterr().err

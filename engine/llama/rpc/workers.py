@@ -30,10 +30,14 @@ FROZEN_NOTE = ("RPC workers need the installed package (`make setup`): the deskt
                "the processes that talk to them yet")
 
 
+def is_frozen() -> bool:
+    """A PyInstaller bundle: it has no interpreter to start the host and the memory query with
+    (both are `python` child processes)."""
+    return bool(getattr(sys, "frozen", False))
+
+
 def require_not_frozen() -> None:
-    """The host and the memory query are `python -c` child processes: a PyInstaller bundle has no
-    interpreter to start them with."""
-    if getattr(sys, "frozen", False):
+    if is_frozen():
         raise ModelError(FROZEN_NOTE)
 
 
@@ -86,7 +90,7 @@ def query_memory(endpoint: Endpoint, timeout: float = MEMORY_QUERY_TIMEOUT_S) ->
     why = probe(endpoint)
     if why:
         return WorkerMemory(endpoint, error=why)
-    if getattr(sys, "frozen", False):
+    if is_frozen():
         return WorkerMemory(endpoint, error=FROZEN_NOTE)
     cmd = [sys.executable, "-m", "engine.llama.rpc.memory_query", str(endpoint)]
     try:
