@@ -3,8 +3,11 @@ answer's text (or each summary key point) survives the selection at fixed keeps 
 
 With --scores, each row also holds the chunk scores, the always-kept chunks and, per answer (or key
 point), the chunks of each place its text occurs: enough to try another keep rule offline.
-Usage: python keep-auto-probe.py OUT.jsonl [--scores]"""
-import json, re, sys, time
+With --heads DIR, each case's look-ahead attention is also saved, per step, layer and head, as chunk
+means and chunk maxima of the smoothed rows (DIR/ID.npz): enough to try another way of reducing
+them to chunk scores offline (resources/reports/scoring/aggregations.py).
+Usage: python keep-auto-probe.py OUT.jsonl [--scores] [--heads DIR]"""
+import json, math, re, sys, time
 from collections import defaultdict
 from pathlib import Path
 import numpy as np
@@ -23,13 +26,43 @@ from engine.pipeline.selection_plan import plan_request_selection, segment_token
 
 KEEPS = [0.1, 0.2, 0.3, 0.4]
 out = open(sys.argv[1], "w")
-WITH_SCORES = "--scores" in sys.argv[2:]
+WITH_SCORES = "--scores" in sys.argv[2:] or "--heads" in sys.argv[2:]
+HEADS_DIR = Path(sys.argv[sys.argv.index("--heads") + 1]) if "--heads" in sys.argv else None
 cases = load_suite(ROOT / "resources/eval/fidelity.jsonl") + load_suite(ROOT / "resources/eval/dev.jsonl")
 by_doc = defaultdict(list)
 for c in cases:
     by_doc[c.doc].append(c)
 engine = Engine.load(ModelSettings())
 base = RunSettings()
+
+class HeadRecorder:
+    """Wraps the scorer's step_importance: returns what it returns, and keeps each step's smoothed
+    rows (layers*heads, n_prompt) reduced to chunk means and chunk maxima."""
+
+    def __init__(self, chunk_size):
+        import engine.draft.scorer as scorer_mod
+        from engine.draft.selection import smooth_rows
+        self.chunk_size, self.smooth, self.steps = chunk_size, smooth_rows, []
+        scorer_mod.step_importance = self.record
+
+    def record(self, rows, kernel):
+        import torch
+        pooled = self.smooth(rows, kernel).float()
+        n = pooled.shape[-1]
+        pad = math.ceil(n / self.chunk_size) * self.chunk_size - n
+        counts = torch.full((pooled.shape[-1] + pad,), 1.0)
+        counts[n:] = 0.0
+        total = torch.nn.functional.pad(pooled, (0, pad)).reshape(pooled.shape[0], -1, self.chunk_size).sum(-1)
+        mean = total / counts.reshape(-1, self.chunk_size).sum(-1)
+        peak = torch.nn.functional.pad(pooled, (0, pad), value=-1.0).reshape(pooled.shape[0], -1, self.chunk_size).amax(-1)
+        self.steps.append((mean.half().numpy(), peak.half().numpy()))
+        return pooled.amax(dim=0)
+
+    def save(self, path, **meta):
+        np.savez_compressed(path, chunk_mean=np.stack([m for m, _ in self.steps]),
+                            chunk_max=np.stack([p for _, p in self.steps]), **meta)
+        self.steps = []
+
 
 def spans(text, phrase):
     low, p = text.lower(), phrase.lower()
@@ -63,6 +96,10 @@ def survives(phrases, doc_text, offsets, doc_start, kept_mask):
                 return True
     return False
 
+recorder = None
+if HEADS_DIR is not None:
+    HEADS_DIR.mkdir(parents=True, exist_ok=True)
+    recorder = HeadRecorder(base.chunk_size)
 for doc_path, doc_cases in by_doc.items():
     doc = load_document(doc_path)
     prefix = None
@@ -82,7 +119,7 @@ for doc_path, doc_cases in by_doc.items():
         scores = chunk_scores(score.importance, base.chunk_size)
         prot = protected_chunks(prompt.n_tokens, base.chunk_size, prompt.tail_start)
         choice = choose_keep(scores, prot, case.question, 0.1, 0.4)
-        row = dict(id=case.id, kind=case.kind, tokens=prompt.n_tokens, spread=round(choice.spread, 4),
+        row = dict(id=case.id, kind=case.kind, doc=Path(case.doc).name, tokens=prompt.n_tokens, spread=round(choice.spread, 4),
                    auto_keep=choice.keep, broad=choice.broad, draft_s=round(draft_s, 1), parts=len(parts))
         points = case.key_points or ([case.answers] if case.answers else [])
         for label, keep, cov in [*((str(k), k, "off") for k in KEEPS), ("auto", "auto", "off"),
@@ -98,6 +135,10 @@ for doc_path, doc_cases in by_doc.items():
             row.update(chunk_size=base.chunk_size, protected=[int(c) for c in prot],
                        chunk_scores=[float(f"{v:.5g}") for v in scores],
                        evidence=[evidence_chunks(p, doc.text, offsets, doc_start, base.chunk_size) for p in points])
+        if recorder is not None:
+            cfg = engine.scorer.model.config
+            recorder.save(HEADS_DIR / f"{case.id}.npz", layers=cfg.num_hidden_layers, heads=cfg.num_attention_heads,
+                          importance=score.importance.astype(np.float32))
         out.write(json.dumps(row) + "\n"); out.flush()
         print(row["id"], row["kind"], row["spread"], row["auto_keep"], row["0.1"], row["0.2"], row["auto"], flush=True)
 engine.close()
