@@ -213,8 +213,8 @@ class RunSettings:
     positions: PositionMode = setting(
         "auto", choices=get_args(PositionMode),
         help="where kept tokens go: restore their original positions, renumber them 0..n, compress the "
-             "gaps between them to fit the window, or auto (restore when the runtime supports it; for a "
-             "document longer than the window, the long-document default)")
+             "gaps between them to fit the window, or auto (restore when the runtime supports it; renumber "
+             "for a document longer than the window)")
     min_tokens: int | None = setting(
         None, minimum=0, maximum=1 << 24, label="SpecPrefill threshold",
         none_means=f"the calibrated prediction, else {DEFAULT_MIN_TOKENS}",

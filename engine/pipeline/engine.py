@@ -7,7 +7,7 @@ TTFT runs from the request's start (tokenization included) to the first token.
 
 A prompt longer than the target's window (engine.pipeline.fitting): SpecPrefill keeps at most
 what fits (the draft reads it in segments past its own window, engine.draft.segments) and
-compresses the gaps between kept tokens (engine.pipeline.kept_positions); a full prefill is
+renumbers the kept tokens 0..k-1 (engine.pipeline.kept_positions); a full prefill is
 refused, or cut with `truncate` (always in a compare), and says how much of the document it saw.
 """
 
@@ -189,8 +189,9 @@ def _target_where(runtime: TargetRuntime, placement: TargetPlacement) -> str:
 
 
 WARM_UP_TOKENS = 16
-# Where kept tokens go when the prompt is longer than the window (auto positions, gapped runtime)
-LONG_PROMPT_PLACEMENT = "compress"
+# Where kept tokens go when the prompt is longer than the window (auto positions): packed 0..k-1.
+# At 48K it answered 5 of 5 needles where compressed gaps answered 4 (README, Long documents).
+LONG_PROMPT_PLACEMENT = "renumber"
 
 
 def _require_question(question: str) -> None:
@@ -421,9 +422,10 @@ class Engine:
         return WindowFit(n_tokens, doc, self.info.n_ctx, settings.max_new_tokens)
 
     def resolve_positions(self, requested: str, fits: bool = True) -> str:
-        """The placement that runs: auto is restore, or compress for a prompt longer than the window
-        (restore would reach past the target's trained positions), or renumber on a runtime that
-        rejects gapped positions. A requested restore on such a prompt compresses instead."""
+        """The placement that runs: auto is restore, or renumber for a prompt longer than the window
+        (restore would reach past the target's trained positions) or on a runtime that rejects
+        gapped positions. A requested restore on such a prompt compresses instead (the gapped
+        placement nearest to it)."""
         supported = self.info.positions_supported
         if requested == "auto":
             if not supported:

@@ -230,8 +230,8 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
         yield self._stage(run, "done", cancel)
         positions = "contiguous"
         if run == "spec" and not bypassed:
-            gapped = "restore" if window.fits else "compress"  # Engine.resolve_positions
-            positions = gapped if settings.positions != "renumber" and cfg.positions_supported else "renumber"
+            auto = "restore" if window.fits and cfg.positions_supported else "renumber"  # Engine.resolve_positions
+            positions = auto if settings.positions == "auto" else settings.positions
         ttft = cfg.baseline_ttft_s if run == "baseline" or bypassed else cfg.spec_ttft_s
         yield RunFinished(run, RunResult(
             run=run, answer=answer, prompt_tokens=n_tokens - fit["truncated_tokens"], prefill_tokens=prefill_tokens,

@@ -32,7 +32,7 @@ def test_a_compare_on_a_document_longer_than_the_window(small_window_engine, sho
     assert spec.prompt_tokens + MAX_NEW > N_CTX, "the prompt must not fit the window"
     assert base.fit == "truncated" and 0 < base.seen_fraction < 1
     assert base.prefill_tokens <= N_CTX - MAX_NEW
-    assert spec.fit == "selected" and spec.positions == "compress" and not spec.bypassed
+    assert spec.fit == "selected" and spec.positions == "renumber" and not spec.bypassed
     assert spec.prefill_tokens <= N_CTX - MAX_NEW
     assert spec.document_tokens == base.document_tokens
     assert spec.answer.strip(), "SpecPrefill must answer from what it kept"

@@ -66,7 +66,7 @@ def test_run_a_document_longer_than_the_window_json_contract(cli, tmp_path):
     assert base["fit"] == "truncated" and spec["fit"] == "selected"
     assert base["document_tokens"] == spec["document_tokens"] > 1024
     assert 0 < base["seen_fraction"] < 1 and 0 < spec["seen_fraction"] < 1
-    assert base["truncated_tokens"] > 0 and spec["positions"] == "compress"
+    assert base["truncated_tokens"] > 0 and spec["positions"] == "renumber"
     assert spec["prefill_tokens"] <= 1024 - 4
     refused = run(*base_args, "--mode", "baseline")
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
