@@ -58,7 +58,7 @@ def test_end_to_end_rows_for_both_runs(engine):
     rows = {r.run: r for r in ask_needle(engine, doc, NEEDLES[4], 0.9, "both", settings())}
     assert rows["baseline"].fit == "truncated" and rows["spec"].fit == "selected"
     assert rows["baseline"].needle_kept == 0.0  # the fact sits past the cut: the full prefill never saw it
-    assert 0.0 <= rows["spec"].needle_kept <= 1.0 and rows["spec"].positions == "compress"
+    assert 0.0 <= rows["spec"].needle_kept <= 1.0 and rows["spec"].positions == "renumber"
 
 
 def test_the_cli_refuses_a_depth_outside_the_text(capsys):
