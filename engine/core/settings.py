@@ -229,6 +229,10 @@ class RunSettings:
                           help="average-pool width that smooths the draft's scores (odd)")
     lookahead: int = setting(8, minimum=1, maximum=256, label="Draft look-ahead (tokens)",
                              help="tokens the draft decodes ahead to score the prompt")
+    first_scored_layer: int = setting(
+        0, minimum=0, maximum=1023, label="First scored draft layer",
+        help="the draft layer from which the look-ahead's attention counts in the scores (0: every layer, "
+             "as the reference does); the earlier layers' attention is ignored")
     draft_window: int = setting(
         4096, minimum=0, maximum=1 << 24, label="Draft attention window (tokens)", zero_means="Full attention",
         help="tokens each prompt token attends back to in the draft's prefill (0 = full attention)")

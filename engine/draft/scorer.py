@@ -7,7 +7,8 @@
 2. Feed the last prompt token, then greedy look-ahead tokens, one at a time. At each
    step, capture every layer's and head's softmax(q k^T / sqrt(d)) and keep the columns
    of the prompt's keys.
-3. Smooth each row (avg-pool), max over layers x heads, mean over steps.
+3. Smooth each row (avg-pool), max over layers x heads, mean over steps. The reference
+   takes every layer; `ScoringParams.first_layer` takes the layers from it on only.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from engine.core.cancel import NEVER, CancelToken
+from engine.core.errors import SettingsError
 from engine.draft.selection import step_importance
 from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS, RunSettings
 from engine.core.steps import Steps, chunk_ranges, run_to_end
@@ -35,7 +37,11 @@ class _Capture:
     """Per-step buffer the attention function fills: layer index -> (heads, n_prompt) probabilities."""
 
     n_prompt: int
+    first_layer: int = 0  # layers before it are not recorded
     rows: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def wants(self, layer: int) -> bool:
+        return layer >= self.first_layer
 
 
 _ACTIVE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("specprefill_capture", default=None)
@@ -85,7 +91,7 @@ def prompt_attention_probs(query: torch.Tensor, key: torch.Tensor, scaling: floa
 def capturing_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
     """SDPA for the forward pass; during a look-ahead step, also record the prompt attention."""
     capture = _ACTIVE.get()
-    if capture is not None and query.shape[2] == 1:
+    if capture is not None and query.shape[2] == 1 and capture.wants(module.layer_idx):
         scale = scaling if scaling is not None else query.shape[-1] ** -0.5
         capture.rows[module.layer_idx] = prompt_attention_probs(query, key, scale, capture.n_prompt)
     window = _WINDOW.get()
@@ -96,6 +102,21 @@ def capturing_attention(module, query, key, value, attention_mask, scaling=None,
 
 AttentionInterface.register(ATTN_IMPL, capturing_attention)
 AttentionMaskInterface.register(ATTN_IMPL, sdpa_mask)
+
+
+@dataclass(frozen=True)
+class ScoringParams:
+    """How one scoring pass reads the draft: look-ahead steps, the smoothing width, the prefill's
+    attention window (0 = full attention) and the first layer whose attention is scored."""
+
+    lookahead: int = RunSettings.lookahead
+    kernel: int = RunSettings.kernel
+    window: int = 0
+    first_layer: int = RunSettings.first_scored_layer
+
+    @classmethod
+    def from_settings(cls, settings: RunSettings) -> ScoringParams:
+        return cls(settings.lookahead, settings.kernel, settings.draft_window, settings.first_scored_layer)
 
 
 @dataclass(frozen=True)
@@ -151,16 +172,19 @@ class DraftScorer:
         """The positions the draft was trained on: one scoring pass stays within them."""
         return int(getattr(self.model.config, "max_position_embeddings", 0) or 1 << 30)
 
-    def score(self, tokens: list[int], lookahead: int = RunSettings.lookahead, kernel: int = RunSettings.kernel,
-              cancel: CancelToken = NEVER, window: int = 0) -> ScoreResult:
-        return run_to_end(self.iter_score(tokens, lookahead, kernel, cancel, window))
+    @property
+    def n_layers(self) -> int:
+        return len(self.model.model.layers)
 
-    def iter_score(self, tokens: list[int], lookahead: int = RunSettings.lookahead, kernel: int = RunSettings.kernel,
-                   cancel: CancelToken = NEVER, window: int = 0,
+    def score(self, tokens: list[int], params: ScoringParams = ScoringParams(),
+              cancel: CancelToken = NEVER) -> ScoreResult:
+        return run_to_end(self.iter_score(tokens, params, cancel))
+
+    def iter_score(self, tokens: list[int], params: ScoringParams = ScoringParams(), cancel: CancelToken = NEVER,
                    prefix: DraftPrefix | None = None) -> Steps[ScoreResult]:
         """Yields (tokens prefilled, total) after each prefill chunk; returns the scores.
 
-        window > 0: prompt tokens attend to the first tokens and their last `window` tokens
+        params.window > 0: prompt tokens attend to the first tokens and their last `window` tokens
         only (look-ahead queries still score every prompt key).
         prefix: keys and values kept for the prompt's first tokens. When it fits the prompt, a
         filled one spares their prefill and an empty one is filled; either way it ends holding
@@ -169,8 +193,10 @@ class DraftScorer:
         """
         if len(tokens) < 2:
             raise ValueError("need at least two prompt tokens to score")
-        if lookahead < 1:  # zero steps would average nothing: every score NaN
-            raise ValueError(f"lookahead must be at least 1, got {lookahead}")
+        if params.lookahead < 1:  # zero steps would average nothing: every score NaN
+            raise ValueError(f"lookahead must be at least 1, got {params.lookahead}")
+        self.check_first_layer(params.first_layer)
+        window = params.window
         if prefix is not None and not prefix.fits(tokens, window):
             prefix = None
         with self._cancellable(cancel), torch.inference_mode():
@@ -187,7 +213,7 @@ class DraftScorer:
                     with _bound(_WINDOW, prefill_window):
                         self._prefill_chunk(body[start:end], start, cache)
                     yield end, len(tokens)
-                result = self._look_ahead(tokens, cache, lookahead, kernel, cancel)
+                result = self._look_ahead(tokens, cache, params, cancel)
             finally:  # cancelled or not: once the prefix's keys and values are whole, keep them
                 if prefix is not None and cache.get_seq_length() >= split:
                     cache.crop(split - cache.get_seq_length())
@@ -195,23 +221,28 @@ class DraftScorer:
             yield len(tokens), len(tokens)  # the look-ahead covered the last prompt token
             return replace(result, reused_prefix=reused)
 
+    def check_first_layer(self, first_layer: int) -> None:
+        if not 0 <= first_layer < self.n_layers:
+            raise SettingsError(f"first scored layer {first_layer} is not a layer of the draft "
+                                f"(it has {self.n_layers}: 0 to {self.n_layers - 1})")
+
     def _prefill_chunk(self, chunk: list[int], start: int, cache: DynamicCache) -> None:
         # The body only: the LM head is not needed for prompt tokens.
         self.model.model(input_ids=self._ids(chunk), position_ids=self._positions(start, len(chunk)),
                          cache=cache, use_cache=True)
 
-    def _look_ahead(self, tokens: list[int], cache: DynamicCache, lookahead: int, kernel: int,
+    def _look_ahead(self, tokens: list[int], cache: DynamicCache, params: ScoringParams,
                     cancel: CancelToken) -> ScoreResult:
         n_prompt = len(tokens)
         total = torch.zeros(n_prompt, dtype=torch.float64)
         generated: list[int] = []
         current, steps = tokens[-1], 0
-        while steps < lookahead:
+        while steps < params.lookahead:
             cancel.raise_if_cancelled()
-            capture = _Capture(n_prompt=n_prompt)
+            capture = _Capture(n_prompt=n_prompt, first_layer=params.first_layer)
             next_token = self._step(current, n_prompt - 1 + steps, cache, capture)
             rows = torch.cat([capture.rows[i] for i in sorted(capture.rows)], dim=0).cpu()
-            total += step_importance(rows, kernel).double()
+            total += step_importance(rows, params.kernel).double()
             steps += 1
             if next_token in self.eos_ids:
                 break

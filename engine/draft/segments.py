@@ -24,9 +24,8 @@ from typing import Protocol
 import numpy as np
 
 from engine.core.cancel import NEVER, CancelToken
-from engine.core.settings import RunSettings
 from engine.core.steps import Steps, map_steps
-from engine.draft.scorer import DraftPrefix, DraftScorer, ScoreResult
+from engine.draft.scorer import DraftPrefix, DraftScorer, ScoreResult, ScoringParams
 
 TAIL_ROOM_STEP = 256  # the question's room in a segment, rounded up: questions of about one length share a plan
 
@@ -75,8 +74,7 @@ def segment_tokens(tokens: list[int], doc_span: tuple[int, int], piece: tuple[in
 
 
 def iter_score_segments(scorer: DraftScorer, tokens: list[int], doc_span: tuple[int, int], pass_tokens: int,
-                        lookahead: int = RunSettings.lookahead, kernel: int = RunSettings.kernel,
-                        cancel: CancelToken = NEVER, window: int = 0,
+                        params: ScoringParams = ScoringParams(), cancel: CancelToken = NEVER,
                         cache: SegmentCache | None = None) -> Steps[ScoreResult]:
     """Yields (tokens scored, total) as the segments go; returns the whole prompt's scores.
 
@@ -84,7 +82,7 @@ def iter_score_segments(scorer: DraftScorer, tokens: list[int], doc_span: tuple[
     `cache`: the segments' kept keys (a follow-up question), filled as they are scored."""
     pieces = plan_segments(len(tokens), doc_span, pass_tokens, follow_ups=cache is not None)
     if len(pieces) == 1:
-        return (yield from scorer.iter_score(tokens, lookahead, kernel, cancel, window))
+        return (yield from scorer.iter_score(tokens, params, cancel))
     start, end = doc_span
     n_head, n_tail = start, len(tokens) - end
     total = sum(b - a + n_head + n_tail for a, b in pieces)
@@ -95,7 +93,7 @@ def iter_score_segments(scorer: DraftScorer, tokens: list[int], doc_span: tuple[
         segment = segment_tokens(tokens, doc_span, piece)
         width = piece[1] - piece[0]
         prefix = cache.prefix_for(piece, segment_prefix(tokens, doc_span, piece)) if cache is not None else None
-        result = yield from map_steps(scorer.iter_score(segment, lookahead, kernel, cancel, window, prefix),
+        result = yield from map_steps(scorer.iter_score(segment, params, cancel, prefix),
                                       lambda seg_done, _, before=done: (before + seg_done, total))
         if prefix is not None:
             cache.keep(piece, prefix)

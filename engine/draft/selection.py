@@ -30,13 +30,15 @@ def step_importance(attn_rows: torch.Tensor, kernel: int) -> torch.Tensor:
     return smooth_rows(attn_rows, kernel).amax(dim=0)
 
 
-def chunk_scores(importance: np.ndarray, chunk_size: int) -> np.ndarray:
-    """Mean importance per chunk; the last chunk may be shorter."""
-    n = len(importance)
+def chunk_scores(importance: np.ndarray, chunk_size: int, reduce=np.nanmean) -> np.ndarray:
+    """Mean importance per chunk (or another NaN-skipping `reduce`, such as np.nanmax) along the last
+    axis, so rows of scores are chunked alike; the last chunk may be shorter."""
+    importance = np.asarray(importance)
+    *rows, n = importance.shape
     n_chunks = math.ceil(n / chunk_size)
-    padded = np.full(n_chunks * chunk_size, np.nan, dtype=np.float64)
-    padded[:n] = importance
-    return np.nanmean(padded.reshape(n_chunks, chunk_size), axis=1)
+    padded = np.full((*rows, n_chunks * chunk_size), np.nan, dtype=np.float64)
+    padded[..., :n] = importance
+    return reduce(padded.reshape(*rows, n_chunks, chunk_size), axis=-1)
 
 
 def protected_chunks(n_tokens: int, chunk_size: int, tail_start: int) -> list[int]:

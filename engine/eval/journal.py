@@ -18,7 +18,8 @@ from pathlib import Path
 
 from engine.core.atomic import write_text_atomic
 from engine.core.paths import cache_dir
-from engine.eval.ab import AbError
+from engine.core.settings import RunSettings
+from engine.eval.ab import AbError, settings_record
 from engine.eval.results import CaseRecord
 
 FORMAT = "specprefill-ab-journal/1"
@@ -35,17 +36,18 @@ class JournalHeader:
     reuse_cache: bool = False  # `ab --reuse-cache`; journals written before it ran without
 
     def to_json(self) -> dict:
-        return {"journal": FORMAT, "suite": self.suite, "keeps": list(self.keeps), "settings": self.settings,
+        return {"journal": FORMAT, "suite": self.suite, "keeps": list(self.keeps), "settings": dict(self.settings),
                 "reuse_cache": self.reuse_cache}
 
     @classmethod
     def from_json(cls, data: dict) -> JournalHeader:
-        return cls(data["suite"], tuple(data["keeps"]), data["settings"], data.get("reuse_cache", False))
+        # A setting added since the journal was written is missing from it: its cases ran with its default.
+        settings = {**_jsonable(settings_record(RunSettings())), **data["settings"]}
+        return cls(data["suite"], tuple(data["keeps"]), settings, data.get("reuse_cache", False))
 
     @classmethod
     def of(cls, suite: Path, keeps: Sequence[str], settings: dict, reuse_cache: bool = False) -> JournalHeader:
-        # Through JSON, so it compares equal to a header read back from a file.
-        return cls(str(suite.resolve()), tuple(keeps), json.loads(json.dumps(settings)), reuse_cache)
+        return cls(str(suite.resolve()), tuple(keeps), _jsonable(settings), reuse_cache)
 
     def differences(self, now: JournalHeader) -> list[str]:
         """What differs from `now`, as "name <this journal's value> (now <the value asked for>)"."""
@@ -54,6 +56,11 @@ class JournalHeader:
         pairs += [(name, self.settings.get(name), now.settings.get(name))
                   for name in sorted(self.settings.keys() | now.settings.keys())]
         return [f"{name} {made!r} (now {asked!r})" for name, made, asked in pairs if made != asked]
+
+
+def _jsonable(settings: dict) -> dict:
+    """Through JSON, so that it compares equal to settings read back from a file."""
+    return json.loads(json.dumps(settings))
 
 
 def default_journal_path(suite: Path, report: Path | None) -> Path:

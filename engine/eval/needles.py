@@ -27,6 +27,7 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import RunFinished, RunResult, Selection, SelectionMade
 from engine.core.settings import RunSettings
 from engine.core.steps import run_to_end
+from engine.draft.scorer import ScoringParams
 from engine.draft.segments import iter_score_segments
 from engine.draft.selection import kept_token_indices
 from engine.eval.metrics import is_correct
@@ -136,7 +137,7 @@ def draft_keeps_needle(engine: Engine, text: str, needle: Needle, depth: float, 
     pass_tokens = engine.draft_pass_tokens(settings) if read == "segments" else 1 << 30
     t0 = time.perf_counter()
     score = run_to_end(iter_score_segments(engine.scorer, tokens, prompt.doc_token_span, pass_tokens,
-                                           settings.lookahead, settings.kernel, cancel, settings.draft_window))
+                                           ScoringParams.from_settings(settings), cancel))
     draft_s = time.perf_counter() - t0
     kept_idx = plan_request_selection(score.importance, prompt, settings, engine.selection_budget(prompt, settings),
                                       []).kept_idx

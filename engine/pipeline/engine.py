@@ -40,7 +40,7 @@ from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelS
 from engine.core.steps import StepFn, Steps, chunk_ranges, map_steps, run_to_end
 from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
 from engine.draft.memory import draft_scoring_need, draft_weight_bytes
-from engine.draft.scorer import ATTN_IMPL, DraftPrefix, DraftScorer
+from engine.draft.scorer import ATTN_IMPL, DraftPrefix, DraftScorer, ScoringParams
 from engine.draft.segments import iter_score_segments, plan_segments
 from engine.ingest.document import Document, Segment
 from engine.llama.context_fit import Truncation, fit_prompt
@@ -349,7 +349,7 @@ class Engine:
         tokens = self.sample_tokens("warm up", WARM_UP_TOKENS, "warm-up")
         self.runtime.prefill(np.asarray(tokens, dtype=np.int32), np.arange(len(tokens), dtype=np.int32))
         self.runtime.context.clear()
-        self.scorer.score(tokens, lookahead=1, kernel=1)
+        self.scorer.score(tokens, ScoringParams(lookahead=1, kernel=1))
 
     # -- tools: tokens, timings, probes (bench, calibration and the CLI use these) ----
     def tokenize(self, text: str) -> list[int]:
@@ -381,8 +381,7 @@ class Engine:
         settings = settings or RunSettings()
         with self._exclusive():
             start = time.perf_counter()
-            run_to_end(self.scorer.iter_score(list(tokens), settings.lookahead, settings.kernel, cancel,
-                                              settings.draft_window), on_step)
+            run_to_end(self.scorer.iter_score(list(tokens), ScoringParams.from_settings(settings), cancel), on_step)
             return time.perf_counter() - start
 
     def probe_positions(self) -> bool:
@@ -452,7 +451,7 @@ class Engine:
         settings = settings or RunSettings()
         text = document.text if isinstance(document, Document) else document
         segments = tuple(document.segments) if isinstance(document, Document) else ()
-        _require_question(question)
+        self._check_request(question, settings)
         runs = run_order(mode, spec_first)
         with self._exclusive():
             for run in runs:
@@ -468,7 +467,7 @@ class Engine:
         prefill was served (`served_by`). One run at a time, as `stream`.
         """
         settings = settings or RunSettings()
-        _require_question(question)
+        self._check_request(question, settings)
         with self._exclusive():
             key = self._prefix_key(session, settings)
             t0 = time.perf_counter()
@@ -486,7 +485,7 @@ class Engine:
         prefix when it has one) and the full prefix (cached when held: on a follow-up the compare
         is the cached full document against SpecPrefill, as each RunResult's served_by says)."""
         settings = settings or RunSettings()
-        _require_question(question)
+        self._check_request(question, settings)
         with self._exclusive():
             for run in run_order("both", spec_first):
                 yield from self._run(run, session.text, question, _for_run(run, settings, compare=True), cancel,
@@ -506,6 +505,11 @@ class Engine:
                 self.draft_caches.drop(session.document_sha256)
             if saved and self.state_store is not None:
                 self.state_store.clear(session.document_sha256)
+
+    def _check_request(self, question: str, settings: RunSettings) -> None:
+        """Refuse a request before any of its runs starts."""
+        _require_question(question)
+        self.scorer.check_first_layer(settings.first_scored_layer)
 
     @contextmanager
     def _exclusive(self):
@@ -815,12 +819,11 @@ class Engine:
                     draft_prefix: DraftPrefix | None, segments: DocumentSegments | None = None):
         """The draft's scores: one pass (with the cached prefix when there is one), or segments for a
         prompt longer than the draft was trained on (with their cached heads and slices)."""
-        tokens = prompt.tokens.tolist()
+        tokens, params = prompt.tokens.tolist(), ScoringParams.from_settings(settings)
         if draft_prefix is not None:
-            return self.scorer.iter_score(tokens, settings.lookahead, settings.kernel, cancel, settings.draft_window,
-                                          draft_prefix)
+            return self.scorer.iter_score(tokens, params, cancel, draft_prefix)
         return iter_score_segments(self.scorer, tokens, prompt.doc_token_span, self.draft_pass_tokens(settings),
-                                   settings.lookahead, settings.kernel, cancel, settings.draft_window, segments)
+                                   params, cancel, segments)
 
     def selection_budget(self, prompt: PreparedPrompt, settings: RunSettings) -> int | None:
         """Tokens the kept chunks may hold: None when the whole prompt fits the window, else the window

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from engine.core.settings import ModelSettings, RunSettings
 from engine.core.steps import run_to_end
-from engine.draft.scorer import DraftPrefix
+from engine.draft.scorer import DraftPrefix, ScoringParams
 from engine.draft.keep_policy import choose_keep
 from engine.draft.selection import chunk_scores, protected_chunks
 from engine.eval.suite import load_suite
@@ -46,16 +46,11 @@ class HeadRecorder:
         scorer_mod.step_importance = self.record
 
     def record(self, rows, kernel):
-        import torch
-        pooled = self.smooth(rows, kernel).float()
-        n = pooled.shape[-1]
-        pad = math.ceil(n / self.chunk_size) * self.chunk_size - n
-        counts = torch.full((pooled.shape[-1] + pad,), 1.0)
-        counts[n:] = 0.0
-        total = torch.nn.functional.pad(pooled, (0, pad)).reshape(pooled.shape[0], -1, self.chunk_size).sum(-1)
-        mean = total / counts.reshape(-1, self.chunk_size).sum(-1)
-        peak = torch.nn.functional.pad(pooled, (0, pad), value=-1.0).reshape(pooled.shape[0], -1, self.chunk_size).amax(-1)
-        self.steps.append((mean.half().numpy(), peak.half().numpy()))
+        pooled = self.smooth(rows, kernel)
+        rows_np = pooled.float().numpy()
+        mean = chunk_scores(rows_np, self.chunk_size)
+        peak = chunk_scores(rows_np, self.chunk_size, np.nanmax)
+        self.steps.append((mean.astype(np.float16), peak.astype(np.float16)))
         return pooled.amax(dim=0)
 
     def save(self, path, **meta):
@@ -110,8 +105,8 @@ for doc_path, doc_cases in by_doc.items():
         if prefix is None:
             prefix = DraftPrefix(prompt.tokens[:prompt.tail_start].copy(), base.draft_window)
         t = time.perf_counter()
-        score = run_to_end(engine.scorer.iter_score(prompt.tokens.tolist(), base.lookahead, base.kernel,
-                                                    window=base.draft_window, prefix=prefix))
+        score = run_to_end(engine.scorer.iter_score(prompt.tokens.tolist(), ScoringParams.from_settings(base),
+                                                    prefix=prefix))
         draft_s = time.perf_counter() - t
         offsets = np.array(token_char_offsets(engine.runtime.model, prompt))
         doc_start = len(prompt.parts.prefix)

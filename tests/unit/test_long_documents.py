@@ -9,7 +9,7 @@ from engine.core.cancel import CancelToken
 from engine.core.errors import Cancelled, ContextOverflowError
 from engine.core.events import Notice, Progress, RunFinished, SelectionMade, StageChanged
 from engine.core.settings import RunSettings
-from engine.draft.scorer import DraftScorer
+from engine.draft.scorer import DraftScorer, ScoringParams
 from engine.draft.segments import iter_score_segments, plan_segments, segment_tokens
 from engine.draft.selection import plan_selection, select_chunks
 from engine.core.steps import run_to_end
@@ -116,7 +116,8 @@ def test_segments_score_every_token_within_the_window(scorer):
     rng = np.random.default_rng(0)
     tokens = rng.integers(3, 90, size=700).tolist()
     span = (10, 690)
-    steps = list_steps(iter_score_segments(scorer, tokens, span, pass_tokens=258, lookahead=2, kernel=3))
+    params = ScoringParams(lookahead=2, kernel=3)
+    steps = list_steps(iter_score_segments(scorer, tokens, span, pass_tokens=258, params=params))
     progress, result = steps
     assert result.segments == 3 and len(result.importance) == 700
     assert np.all(np.isfinite(result.importance)) and np.all(result.importance >= 0)
@@ -124,7 +125,7 @@ def test_segments_score_every_token_within_the_window(scorer):
     # each slice holds its own segment's scores, scaled by the segment's length
     first = plan_segments(700, span, 258)[0]
     segment = segment_tokens(tokens, span, first)
-    alone = scorer.score(segment, lookahead=2, kernel=3)
+    alone = scorer.score(segment, params)
     width = first[1] - first[0]
     np.testing.assert_allclose(result.importance[first[0]:first[1]], alone.importance[10:10 + width] * len(segment),
                                rtol=1e-6)
@@ -132,8 +133,9 @@ def test_segments_score_every_token_within_the_window(scorer):
 
 def test_one_segment_is_the_plain_pass(scorer):
     tokens = list(range(5, 85)) * 3
-    segmented = run_to_end(iter_score_segments(scorer, tokens, (4, 230), pass_tokens=400, lookahead=2, kernel=3))
-    plain = scorer.score(tokens, lookahead=2, kernel=3)
+    params = ScoringParams(lookahead=2, kernel=3)
+    segmented = run_to_end(iter_score_segments(scorer, tokens, (4, 230), pass_tokens=400, params=params))
+    plain = scorer.score(tokens, params)
     assert segmented.segments == 1
     np.testing.assert_array_equal(segmented.importance, plain.importance)
 

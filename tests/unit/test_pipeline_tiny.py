@@ -9,7 +9,7 @@ import pytest
 
 from engine.core.cancel import CancelToken
 from engine.draft.loader import dequantized_dir
-from engine.core.errors import Cancelled, ContextOverflowError, ModelError
+from engine.core.errors import Cancelled, ContextOverflowError, ModelError, SettingsError
 from engine.core.events import Notice, Progress, RunFinished, SelectionMade, StageChanged, TokenGenerated
 from engine.pipeline.costmodel import CostModel, Quadratic
 from engine.pipeline import Engine
@@ -301,6 +301,22 @@ def test_room_for_the_answer_counts_against_the_context(engine):
 def test_an_empty_question_is_refused(engine):
     with pytest.raises(ValueError):
         list(engine.stream(DOCUMENT, "   ", "both", spec_settings()))
+
+
+def test_a_first_scored_layer_past_the_draft_is_refused_before_any_run(engine):
+    events, settings = [], spec_settings(first_scored_layer=engine.scorer.n_layers)
+    with pytest.raises(SettingsError, match="not a layer of the draft"):
+        events.extend(engine.stream(DOCUMENT, QUESTION, "both", settings))
+    assert events == []  # not even the full prefill ran
+
+
+def test_a_later_first_scored_layer_scores_the_same_chunks_differently(engine):
+    every = selection_of(list(engine.stream(DOCUMENT, QUESTION, "spec", spec_settings())))
+    later = selection_of(list(engine.stream(DOCUMENT, QUESTION, "spec",
+                                            spec_settings(first_scored_layer=engine.scorer.n_layers - 1))))
+    assert len(later.chunk_scores) == len(every.chunk_scores)
+    assert len(later.kept_chunks) == len(every.kept_chunks)
+    assert not np.allclose(later.chunk_scores, every.chunk_scores)
 
 
 def test_cancel_during_draft_scoring_then_the_next_run_works(engine):

@@ -3,8 +3,9 @@ import pytest
 import torch
 
 from engine.core.cancel import CancelToken
-from engine.draft.scorer import DraftScorer
-from engine.core.errors import Cancelled
+from engine.draft.scorer import DraftScorer, ScoringParams
+from engine.core.errors import Cancelled, SettingsError
+from engine.core.settings import RunSettings
 from tests.unit.tiny_models import tiny_qwen2
 
 
@@ -13,15 +14,17 @@ def naive_pool(row: np.ndarray, kernel: int) -> np.ndarray:
     return np.array([row[max(0, i - half): i + half + 1].mean() for i in range(len(row))])
 
 
-def naive_importance(model_eager, tokens, lookahead_tokens, steps, kernel, mask=None):
-    """Full eager attention over prompt+look-ahead, then pool, max over layers x heads, mean over steps."""
+def naive_importance(model_eager, tokens, lookahead_tokens, steps, kernel, mask=None, first_layer=0):
+    """Full eager attention over prompt+look-ahead, then pool, max over layers (from first_layer on) x heads,
+    mean over steps."""
     n = len(tokens)
     full = torch.tensor([tokens + lookahead_tokens])
     with torch.no_grad():
         out = model_eager(full, attention_mask=mask, output_attentions=True)
     per_step = []
     for j in range(steps):
-        rows = [att[0, h, n - 1 + j, :n].double().numpy() for att in out.attentions for h in range(att.shape[1])]
+        rows = [att[0, h, n - 1 + j, :n].double().numpy() for att in out.attentions[first_layer:]
+                for h in range(att.shape[1])]
         per_step.append(np.max([naive_pool(r, kernel) for r in rows], axis=0))
     return np.mean(per_step, axis=0)
 
@@ -33,10 +36,36 @@ def test_scores_match_naive_eager_attention(prefill_chunk):
     eager.load_state_dict(model.state_dict())
     tokens = list(np.random.default_rng(1).integers(0, 96, size=45))
     scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=prefill_chunk)
-    result = scorer.score(tokens, lookahead=5, kernel=5)
+    result = scorer.score(tokens, ScoringParams(lookahead=5, kernel=5))
     assert result.steps == 5 and len(result.lookahead_tokens) == 5
     expected = naive_importance(eager, tokens, result.lookahead_tokens[:4], 5, kernel=5)
     np.testing.assert_allclose(result.importance, expected, atol=1e-5, rtol=0)
+
+
+def test_first_layer_scores_only_the_later_layers():
+    model = tiny_qwen2()
+    eager = tiny_qwen2(attn_implementation="eager")
+    eager.load_state_dict(model.state_dict())
+    tokens = list(np.random.default_rng(3).integers(0, 96, size=45))
+    scorer = DraftScorer(model, eos_ids=set())
+    later = scorer.score(tokens, ScoringParams(lookahead=3, kernel=3, first_layer=1))
+    every = scorer.score(tokens, ScoringParams(lookahead=3, kernel=3))
+    expected = naive_importance(eager, tokens, later.lookahead_tokens[:2], 3, kernel=3, first_layer=1)
+    np.testing.assert_allclose(later.importance, expected, atol=1e-5, rtol=0)
+    assert later.lookahead_tokens == every.lookahead_tokens  # the look-ahead itself is unchanged
+    assert not np.allclose(later.importance, every.importance, atol=1e-4)
+
+
+@pytest.mark.parametrize("first_layer", [-1, 3])  # the tiny draft has layers 0 to 2
+def test_a_first_layer_the_draft_lacks_is_a_settings_error(first_layer):
+    scorer = DraftScorer(tiny_qwen2(), eos_ids=set())
+    with pytest.raises(SettingsError, match="not a layer of the draft"):
+        scorer.score(list(range(10)), ScoringParams(lookahead=1, first_layer=first_layer))
+
+
+def test_scoring_params_come_from_the_run_settings():
+    settings = RunSettings(lookahead=3, kernel=5, draft_window=0, first_scored_layer=12)
+    assert ScoringParams.from_settings(settings) == ScoringParams(lookahead=3, kernel=5, window=0, first_layer=12)
 
 
 def windowed_prefill_mask(length: int, n_body: int, chunk: int, recent: int, sinks: int) -> torch.Tensor:
@@ -57,8 +86,8 @@ def test_windowed_prefill_matches_naive_masked_attention(prefill_chunk, window):
     eager.load_state_dict(model.state_dict())
     tokens = list(np.random.default_rng(2).integers(0, 96, size=45))
     scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=prefill_chunk, window_sinks=2)
-    result = scorer.score(tokens, lookahead=4, kernel=3, window=window)
-    full = scorer.score(tokens, lookahead=4, kernel=3)
+    result = scorer.score(tokens, ScoringParams(lookahead=4, kernel=3, window=window))
+    full = scorer.score(tokens, ScoringParams(lookahead=4, kernel=3))
     mask = windowed_prefill_mask(len(tokens) + 3, len(tokens) - 1, prefill_chunk, window, sinks=2)
     expected = naive_importance(eager, tokens, result.lookahead_tokens[:3], 4, kernel=3, mask=mask)
     np.testing.assert_allclose(result.importance, expected, atol=1e-5, rtol=0)
@@ -69,14 +98,14 @@ def test_window_wider_than_the_prompt_changes_nothing():
     model = tiny_qwen2()
     tokens = list(np.random.default_rng(3).integers(0, 96, size=40))
     scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=8, window_sinks=2)
-    np.testing.assert_array_equal(scorer.score(tokens, lookahead=2, window=64).importance,
-                                  scorer.score(tokens, lookahead=2).importance)
+    np.testing.assert_array_equal(scorer.score(tokens, ScoringParams(lookahead=2, window=64)).importance,
+                                  scorer.score(tokens, ScoringParams(lookahead=2)).importance)
 
 
 def test_lookahead_tokens_are_greedy():
     model = tiny_qwen2()
     tokens = [3, 14, 15, 92, 65, 35, 89, 79]
-    result = DraftScorer(model, eos_ids=set()).score(tokens, lookahead=3, kernel=1)
+    result = DraftScorer(model, eos_ids=set()).score(tokens, ScoringParams(lookahead=3, kernel=1))
     seq = list(tokens)
     with torch.no_grad():
         for _ in range(3):
@@ -87,8 +116,9 @@ def test_lookahead_tokens_are_greedy():
 def test_lookahead_stops_at_eos():
     model = tiny_qwen2()
     tokens = [5, 6, 7, 8, 9, 10]
-    first = DraftScorer(model, eos_ids=set()).score(tokens, lookahead=4, kernel=1).lookahead_tokens[0]
-    stopped = DraftScorer(model, eos_ids={first}).score(tokens, lookahead=4, kernel=1)
+    params = ScoringParams(lookahead=4, kernel=1)
+    first = DraftScorer(model, eos_ids=set()).score(tokens, params).lookahead_tokens[0]
+    stopped = DraftScorer(model, eos_ids={first}).score(tokens, params)
     assert stopped.steps == 1 and stopped.lookahead_tokens == []
 
 

@@ -33,6 +33,15 @@ def test_chunk_scores_mean_with_short_last_chunk():
     np.testing.assert_allclose(chunk_scores(importance, 3), [2.0, 4.0, 7.0])
 
 
+def test_chunk_scores_of_rows_are_each_rows_chunk_scores():
+    rows = np.random.default_rng(4).random((3, 2, 70))
+    means, maxima = chunk_scores(rows, 32), chunk_scores(rows, 32, np.nanmax)
+    assert means.shape == maxima.shape == (3, 2, 3)
+    for i, j in np.ndindex(3, 2):
+        np.testing.assert_allclose(means[i, j], chunk_scores(rows[i, j], 32))
+        np.testing.assert_allclose(maxima[i, j], [rows[i, j, a:a + 32].max() for a in (0, 32, 64)])
+
+
 def test_protected_chunks_head_and_tail():
     # 100 tokens, chunks of 32 -> 4 chunks; the question starts at token 70 -> chunks 2 and 3
     assert protected_chunks(100, 32, 70) == [0, 2, 3]

@@ -20,7 +20,7 @@ from engine.core import atomic
 from engine.eval import ab as ab_runner
 from engine.models import defaults as models
 from engine.eval.ab import (AbCaseDone, AbError, AbFinished, AbProgress, AbRunDone, estimate_remaining,
-                            parse_keeps, run_suite, run_suite_report)
+                            parse_keeps, run_suite, run_suite_report, settings_record)
 from engine.cli.ab import add_parser as add_ab_parser
 from engine.cli.ab import command as cmd_ab
 from engine.core.formatting import format_duration
@@ -766,6 +766,19 @@ def test_a_journal_written_before_reuse_cache_resumes_without_it(suite_path, tmp
     assert list(read_journal(path, header)) == ["grid"]
     with pytest.raises(AbError, match="reuse_cache False"):
         read_journal(path, JournalHeader.of(suite_path, KEEPS, report.environment.settings, reuse_cache=True))
+
+
+def test_a_journal_written_before_a_setting_existed_resumes_at_its_default(suite_path, tmp_path):
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings())
+    header = JournalHeader.of(suite_path, KEEPS, report.environment.settings)
+    old = header.to_json()
+    del old["settings"]["first_scored_layer"]
+    path = tmp_path / "old.journal.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in [old, report.cases[0].to_json()]))
+    assert list(read_journal(path, header)) == ["grid"]
+    later = JournalHeader.of(suite_path, KEEPS, settings_record(RunSettings(first_scored_layer=12)))
+    with pytest.raises(AbError, match=r"first_scored_layer 0 \(now 12\)"):
+        read_journal(path, later)
 
 
 def test_a_reuse_cache_report_reads_back_unchanged(suite_path):

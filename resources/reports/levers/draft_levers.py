@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from engine.draft.loader import load_draft_model, pick_device, draft_eos_ids
-from engine.draft.scorer import ATTN_IMPL, DraftScorer
+from engine.draft.scorer import ATTN_IMPL, DraftScorer, ScoringParams
 from engine.draft.selection import plan_selection
 import engine.draft.scorer as scorer_mod
 from engine.ingest import load_document
@@ -71,7 +71,7 @@ def needle_kept(text, span, answers, mask):
 def smol_importance_on_target(smol_scorer, smol_tok, text, offsets, n_target):
     enc = smol_tok(text, add_special_tokens=False, return_offsets_mapping=True)
     t0 = time.perf_counter()
-    res = smol_scorer.score(enc["input_ids"], lookahead=8, kernel=13)
+    res = smol_scorer.score(enc["input_ids"], ScoringParams(lookahead=8, kernel=13))
     dt = time.perf_counter() - t0
     char_imp = np.zeros(len(text))
     for (a, b), v in zip(enc["offset_mapping"], res.importance):
@@ -131,15 +131,15 @@ def main():
         variants = {}
 
         STEPS.clear(); LOOK.clear()
-        t = time.perf_counter(); r = qwen.score(tokens, lookahead=8); variants["qwen"] = (r.importance, time.perf_counter() - t)
+        t = time.perf_counter(); r = qwen.score(tokens, ScoringParams(lookahead=8)); variants["qwen"] = (r.importance, time.perf_counter() - t)
         la4 = torch.stack(STEPS[:4]).double().mean(0).numpy()
         row["lookahead_s_8"] = round(LOOK[0], 2)
         variants["qwen-la4"] = (la4, variants["qwen"][1] - LOOK[0] * (1 - 4 / len(STEPS)))
         for w in (4096, 2048):
-            t = time.perf_counter(); r = qwen.score(tokens, lookahead=8, window=w); variants[f"qwen-w{w}"] = (r.importance, time.perf_counter() - t)
+            t = time.perf_counter(); r = qwen.score(tokens, ScoringParams(lookahead=8, window=w)); variants[f"qwen-w{w}"] = (r.importance, time.perf_counter() - t)
         qwen.model.model.layers = layers[:12]
         try:
-            t = time.perf_counter(); r = qwen.score(tokens, lookahead=8); variants["qwen-L12"] = (r.importance, time.perf_counter() - t)
+            t = time.perf_counter(); r = qwen.score(tokens, ScoringParams(lookahead=8)); variants["qwen-L12"] = (r.importance, time.perf_counter() - t)
         finally:
             qwen.model.model.layers = layers
         imp, dt, n_smol = smol_importance_on_target(smol, smol_tok, text, offsets, len(tokens))
