@@ -50,7 +50,7 @@ FIT_COLOR = "#8a5300"  # the document line's colour for a bypass: this too is a 
 
 
 def ttft_caption(result: RunResult) -> str:
-    """"time to first token · full document from the cache": how a session's answer was served."""
+    """"time to first token · full prefill from the cache": how a session's answer was served."""
     served = SERVED_BY_LABELS.get(result.served_by, result.served_by)
     return f"{TTFT_CAPTION} · {served}" if served else TTFT_CAPTION
 

@@ -132,8 +132,8 @@ EngineEvent = StageChanged | Progress | TokenGenerated | SelectionMade | RunFini
 # How a session's answer was prefilled (RunResult.served_by), and how the app names each path.
 SERVED_BY_LABELS: dict[str, str] = {
     "cold_full": "cold full prefill",
-    "cached_full": "full document from the cache",
-    "saved_state": "full document from the saved state",
+    "cached_full": "full prefill from the cache",
+    "saved_state": "full prefill from the saved state",
     "spec": "SpecPrefill",
     "spec_cached_draft": "SpecPrefill with the cached draft",
 }

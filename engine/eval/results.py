@@ -39,7 +39,7 @@ def is_cached(result: RunResult) -> bool:
 
 
 def cached_note(result: RunResult) -> str:
-    """"cached: full document from the cache" for a cached run, "" for a cold one: a TTFT's label."""
+    """"cached: full prefill from the cache" for a cached run, "" for a cold one: a TTFT's label."""
     if not is_cached(result):
         return ""
     return f"{CACHED}: {SERVED_BY_LABELS.get(result.served_by, result.served_by)}"

@@ -331,7 +331,7 @@ def test_a_suite_reusing_document_caches_labels_its_cached_runs(window, qtbot, s
         ("What does the parser retry?", "baseline"), ("What else does it retry?", "baseline")]
     cases = tab.results.cases
     assert cases.text("alpha", "baseline TTFT") == "4.00 s"  # the document's first question: cold
-    assert cases.text("gamma", "baseline TTFT") == "400 ms (cached: full document from the cache)"
+    assert cases.text("gamma", "baseline TTFT") == "400 ms (cached: full prefill from the cache)"
     assert cases.text("gamma", "keep 0.1 TTFT") == "1.00 s"
     summary = tab.results.summary
     assert summary.text("baseline", "mean TTFT") == "4.00 s"  # cold runs only: alpha and beta

@@ -64,7 +64,7 @@ def test_compare_in_the_window_on_the_real_models(real_window, qtbot, short_doc)
     assert highlighted
     assert visible_chars(text, highlighted) == visible_chars(text, window.kept_view.kept_ranges())
 
-    # A follow-up compare: the full document from the cache against SpecPrefill with the cached draft.
+    # A follow-up compare: the full prefill from the cache against SpecPrefill with the cached draft.
     first_answer = window.baseline_pane.answer.toPlainText()
     window.controls.compare_button.click()
     qtbot.waitUntil(lambda: not window.runs.is_active, timeout=LONG_WAIT_MS)
@@ -73,7 +73,7 @@ def test_compare_in_the_window_on_the_real_models(real_window, qtbot, short_doc)
     assert window.baseline_pane.answer.toPlainText() == first_answer  # the same question: the same answer
     assert window.compare_caption.isVisible() and "cached full document" in window.compare_caption.text()
     thread = window.thread_view.text()
-    assert thread.count(QUESTION) == 2 and "full document from the cache" in thread
+    assert thread.count(QUESTION) == 2 and "full prefill from the cache" in thread
 
 
 def visible_chars(text: str, ranges: list[tuple[int, int]]) -> set[int]:

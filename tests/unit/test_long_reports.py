@@ -56,7 +56,7 @@ def test_fit_note_says_how_much_of_a_too_long_document_the_run_saw():
 
 def test_run_notes_put_the_fit_beside_cached_and_bypassed():
     assert run_notes(replace(TRUNCATED, served_by="cached_full")) == [
-        "cached: full document from the cache", "truncated: saw 52% of the document"]
+        "cached: full prefill from the cache", "truncated: saw 52% of the document"]
     assert run_notes(FITS) == []
 
 

@@ -722,14 +722,14 @@ def test_reuse_cache_labels_cached_ttfts_in_the_table_progress_and_html(suite_pa
     assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(html),
                            "--reuse-cache"), NEVER) == 0
     out, err = capsys.readouterr()
-    assert "baseline: TTFT 2.00 s (cached: full document from the cache)" in err
+    assert "baseline: TTFT 2.00 s (cached: full prefill from the cache)" in err
     assert "baseline: TTFT 10.00 s\n" in err  # a cold run carries no label
     head, baseline_row = out.splitlines()[1:3]
     assert head.split()[-5:] == ["cached", "runs", "cached", "mean", "TTFT"]
     assert baseline_row.split()[-3:] == ["1", "2.00", "s"] and "20.00 s" in baseline_row
     assert "over cold runs only" in out
     page = html.read_text(encoding="utf-8")
-    assert "cached: full document from the cache" in page and "cached mean TTFT" in page
+    assert "cached: full prefill from the cache" in page and "cached mean TTFT" in page
 
 
 def test_reuse_cache_goes_on_after_a_case_fails_and_its_follow_up_runs_cold(suite_path):
