@@ -1,0 +1,182 @@
+"""Held-out check of the first-scored-layer lead: does scoring only the draft's later layers keep more
+of the answer, on cases the lead was not chosen on?
+
+The lead (README, "Which attention to score, offline") was picked on the fidelity and dev suites. This
+asks cases neither holds: the long code-base suite (54K tokens: the draft reads it in segments) and the
+48K needle haystack with its five facts. Each case is scored by the engine in a session, once per first
+layer: a SpecPrefill run up to its selection, then cancelled (no target prefill); the session keeps the
+draft's segments, so after the first pass each score costs the question only. The chunk scores are then
+cut at each keep (select_chunks, as the engine does, up to what fits the window) and the answer checked:
+a place counts as kept when at least half of its tokens are.
+
+- Code cases: the places where an answer's text occurs in the file that holds the answer (the suite's
+  header table names it), since the text also occurs elsewhere ("50" in LICENSE-APACHE).
+- Needles: the fact's sentence.
+
+Usage: python layer_evidence.py OUT.json [--layers 0,12] [--keeps 0.05,0.1,0.2] [--only code|needles]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+
+from engine.core.cancel import CancelToken  # noqa: E402
+from engine.core.errors import Cancelled  # noqa: E402
+from engine.core.events import SelectionMade  # noqa: E402
+from engine.core.settings import ModelSettings, RunSettings  # noqa: E402
+from engine.draft.selection import select_chunks  # noqa: E402
+from engine.eval.needles import DEPTHS, haystack, insert_needles, needle_for, needle_token_span  # noqa: E402
+from engine.eval.suite import load_suite  # noqa: E402
+from engine.ingest import load_document  # noqa: E402
+from engine.llama.prompt import token_char_offsets  # noqa: E402
+from engine.pipeline import DocumentSession, Engine  # noqa: E402
+
+CODE_SUITE = ROOT / "resources/eval/codebase-long.jsonl"
+NEEDLE_DOCS = [ROOT / "resources/samples/docs" / name
+               for name in ("R-intro.pdf", "mpfi.pdf", "xfig-howto.pdf", "mpich-user-guide.pdf")]
+NEEDLE_TOKENS = 49152
+BASE = RunSettings(keep=0.2, coverage="off", background_prefill=False, max_new_tokens=256)
+
+
+def answer_files(suite: Path) -> dict[str, str]:
+    """Case id -> the file holding its answer, from the suite's header table."""
+    rows = (re.match(r"#\s+(\S+)\s+(src/\S+\.py)\s+\[", line) for line in suite.read_text().splitlines())
+    return {m.group(1): m.group(2) for m in rows if m}
+
+
+def selection_of(engine: Engine, session: DocumentSession, question: str, settings: RunSettings):
+    """The SpecPrefill run's selection, the run cancelled as soon as it is made; and the seconds it took."""
+    cancel, selection, t0 = CancelToken(), None, time.perf_counter()
+    try:
+        for event in engine.ask(session, question, "spec", settings, cancel):
+            if isinstance(event, SelectionMade):
+                selection = event.selection
+                cancel.cancel()
+    except Cancelled:
+        pass
+    if selection is None:
+        raise RuntimeError(f"no selection for {question!r}: the run was bypassed?")
+    return selection, time.perf_counter() - t0
+
+
+def token_places(engine: Engine, prompt, char_places: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Prompt token spans of character spans in the document's text."""
+    offsets = np.asarray(token_char_offsets(engine.runtime.model, prompt))
+    doc_start = prompt.parts.doc_char_span[0]
+    places = []
+    for a, b in char_places:
+        inside = np.nonzero((offsets >= doc_start + a) & (offsets < doc_start + b))[0]
+        if len(inside):
+            places.append((int(inside[0]), int(inside[-1]) + 1))
+    return places
+
+
+def text_places(text: str, phrases, start: int, end: int) -> list[tuple[int, int]]:
+    """Where each phrase occurs in text[start:end], case-insensitive."""
+    low = text.lower()
+    found = []
+    for phrase in phrases:
+        at = low.find(phrase.lower(), start)
+        while 0 <= at and at + len(phrase) <= end:
+            found.append((at, at + len(phrase)))
+            at = low.find(phrase.lower(), at + 1)
+    return found
+
+
+def kept_at(selection, keep: float, budget: int | None, places: list[tuple[int, int]], n_tokens: int) -> bool:
+    cs = selection.chunk_size
+    kept = select_chunks(np.asarray(selection.chunk_scores), keep, selection.protected_chunks,
+                         None if budget is None else budget // cs)
+    mask = np.zeros(n_tokens, bool)
+    for c in kept:
+        mask[c * cs:(c + 1) * cs] = True
+    return any(mask[a:b].mean() >= 0.5 for a, b in places)
+
+
+def measure(engine, session, text, cases, layers, keeps, out_rows):
+    """cases: (suite, id, question, char places). One row per case, layer and keep."""
+    for suite, case_id, question, char_places in cases:
+        prompt = engine.prepare(text, question, BASE)
+        places = token_places(engine, prompt, char_places)
+        budget = engine.selection_budget(prompt, BASE)
+        for layer in layers:
+            selection, seconds = selection_of(engine, session, question, replace(BASE, first_scored_layer=layer))
+            for keep in keeps:
+                row = dict(suite=suite, id=case_id, layer=layer, keep=keep, places=len(places),
+                           kept=kept_at(selection, keep, budget, places, prompt.n_tokens), seconds=round(seconds, 1))
+                out_rows.append(row)
+                print(json.dumps(row), flush=True)
+
+
+def code_cases():
+    files = answer_files(CODE_SUITE)
+    cases = load_suite(CODE_SUITE)
+    doc = load_document(cases[0].doc)
+    spans = {seg.label: (seg.start, seg.end) for seg in doc.segments}
+    rows = []
+    for case in cases:
+        start, end = spans[files[case.id]]
+        rows.append(("code", case.id, case.question, text_places(doc.text, case.answers, start, end)))
+    return doc, rows
+
+
+def needle_cases(engine: Engine):
+    placed = [(depth / 100, needle_for(depth)) for depth in DEPTHS]
+    texts = [load_document(path).text for path in NEEDLE_DOCS]
+    text = insert_needles(haystack(engine, texts, NEEDLE_TOKENS), placed)
+    rows = []
+    for depth, needle in placed:
+        at = text.index(needle.fact)
+        rows.append(("needles", f"depth-{round(depth * 100)}", needle.question, [(at, at + len(needle.fact))]))
+    return text, rows
+
+
+def summary(rows, layers, keeps) -> dict:
+    out = {}
+    for suite in sorted({r["suite"] for r in rows}):
+        for layer in layers:
+            for keep in keeps:
+                hits = [r["kept"] for r in rows if (r["suite"], r["layer"], r["keep"]) == (suite, layer, keep)]
+                out[f"{suite} layer {layer}+ keep {keep}"] = f"{sum(hits)} of {len(hits)}"
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--layers", default="0,12")
+    parser.add_argument("--keeps", default="0.05,0.1,0.2")
+    parser.add_argument("--only", choices=("code", "needles"))
+    args = parser.parse_args()
+    layers = [int(v) for v in args.layers.split(",")]
+    keeps = [float(v) for v in args.keeps.split(",")]
+    engine = Engine.load(ModelSettings(draft_cache_gb=3.0, state_cache_gb=0.0))
+    rows: list[dict] = []
+    try:
+        if args.only in (None, "code"):
+            doc, cases = code_cases()
+            measure(engine, DocumentSession(doc), doc.text, cases, layers, keeps, rows)
+        if args.only in (None, "needles"):
+            text, cases = needle_cases(engine)
+            measure(engine, DocumentSession(text), text, cases, layers, keeps, rows)
+    finally:
+        engine.close()
+    result = {"layers": layers, "keeps": keeps, "summary": summary(rows, layers, keeps), "rows": rows}
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
