@@ -35,7 +35,7 @@ from engine.core.cancel import CancelToken  # noqa: E402
 from engine.core.errors import Cancelled  # noqa: E402
 from engine.core.events import SelectionMade  # noqa: E402
 from engine.core.settings import ModelSettings, RunSettings  # noqa: E402
-from engine.draft.selection import select_chunks  # noqa: E402
+from engine.draft.selection import kept_token_indices, select_chunks  # noqa: E402
 from engine.eval.needles import DEPTHS, haystack, insert_needles, needle_for, needle_token_span  # noqa: E402
 from engine.eval.suite import load_suite  # noqa: E402
 from engine.ingest import load_document  # noqa: E402
@@ -99,8 +99,7 @@ def kept_at(selection, keep: float, budget: int | None, places: list[tuple[int, 
     kept = select_chunks(np.asarray(selection.chunk_scores), keep, selection.protected_chunks,
                          None if budget is None else budget // cs)
     mask = np.zeros(n_tokens, bool)
-    for c in kept:
-        mask[c * cs:(c + 1) * cs] = True
+    mask[kept_token_indices(kept, cs, n_tokens)] = True
     return any(mask[a:b].mean() >= 0.5 for a, b in places)
 
 
