@@ -33,6 +33,7 @@ AUTO_KEEP = "auto"  # keep chosen per request from the draft's scores (engine.dr
 AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING = 0.1, 0.4  # the range auto chooses in
 AUTO_KEEP_NOMINAL = 0.2  # what predictions made before the draft has scored assume auto keeps
 Coverage = Literal["auto", "on", "off"]
+NamedFiles = Literal["auto", "off"]
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,11 @@ class RunSettings:
         choice_labels=(("auto", "Auto (broad questions)"), ("on", "Always"), ("off", "Off")),
         help="give every page of a PDF and every file of a folder a share of the kept chunks before the "
              "top-scored ones fill the rest (auto: for broad questions, such as summaries)")
+    named_files: NamedFiles = setting(
+        "auto", choices=get_args(NamedFiles), label="Files named in the question",
+        choice_labels=(("auto", "Keep their best chunks first"), ("off", "Draft's scores only")),
+        help="when a question names files of a folder (by path, file name or dotted module), their "
+             "best-scored chunks are kept first, up to half of what is kept (off: the draft's scores alone)")
     positions: PositionMode = setting(
         "auto", choices=get_args(PositionMode),
         help="where kept tokens go: restore their original positions, renumber them 0..n, compress the "

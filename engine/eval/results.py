@@ -77,10 +77,13 @@ def run_notes(result: RunResult) -> list[str]:
 
 def selection_note(result: RunResult) -> str:
     """How the SpecPrefill run chose what it kept, when not by a fixed keep alone:
-    "keep auto chose 12%: the relevant text is concentrated; every one of 27 parts covered"."""
+    "keep auto chose 12%: the relevant text is concentrated; src/a.py kept first (named in the
+    question); every one of 27 parts covered"."""
     notes = []
     if result.keep_reason:
         notes.append(f"keep auto chose {format_percent_short(result.kept_fraction)}: {result.keep_reason}")
+    if result.focused_parts:
+        notes.append(f"{', '.join(result.focused_parts)} kept first (named in the question)")
     if result.covered_parts:
         notes.append(f"every one of {format_count(result.covered_parts, 'part')} covered")
     return "; ".join(notes)

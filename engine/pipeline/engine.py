@@ -59,7 +59,8 @@ from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.pipeline.kept_positions import GAPPED, place_kept
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
 from engine.pipeline.placement import TargetPlacement, place_target
-from engine.pipeline.selection_plan import plan_request_selection, segment_token_parts, wants_coverage
+from engine.pipeline.selection_plan import (focus_notice, focused_segments, plan_request_selection, segment_token_parts,
+                                            wants_coverage)
 from engine.pipeline.session import DocumentSession, PrefixKey
 from engine.pipeline.state_store import STORE_ERRORS, StateLoad, StateStore, cap_bytes
 from engine.pipeline.vocab_check import require_shared_vocab
@@ -783,11 +784,10 @@ class Engine:
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
-        offsets, parts = None, []  # the token offsets cost a pass over the tokens: before the prefill only for coverage
-        if len(request.segments) > 1 and wants_coverage(settings, prompt.parts.question):
-            offsets = token_char_offsets(self.runtime.model, prompt)
-            parts = segment_token_parts(request.segments, offsets, len(prompt.parts.prefix), prompt.doc_token_span)
-        plan = plan_request_selection(score.importance, prompt, settings, budget, parts)
+        offsets, parts, focus = self._segment_parts(request, prompt, settings)
+        plan = plan_request_selection(score.importance, prompt, settings, budget, parts, focus)
+        if plan.focused_parts:
+            yield Notice(run, focus_notice(plan.focused_parts))
         kept_idx = plan.kept_idx
         kept_positions, next_position = place_kept(kept_idx, prompt.n_tokens, placement, window.budget)
         select_s = time.perf_counter() - t_select
@@ -809,7 +809,23 @@ class Engine:
             kept_fraction=len(kept_idx) / prompt.n_tokens, positions=placement,
             draft_peak_mem_bytes=self._draft_peak_bytes(draft_mem), draft_window=settings.draft_window,
             served_by=_spec_served_by(session, score.reused_prefix), fit="fits" if window.fits else "selected",
-            seen_fraction=seen, keep_reason=plan.keep_reason, covered_parts=plan.covered_parts, **result))
+            seen_fraction=seen, keep_reason=plan.keep_reason, covered_parts=plan.covered_parts,
+            focused_parts=list(plan.focused_parts), **result))
+
+    def _segment_parts(self, request: _Request, prompt: PreparedPrompt, settings: RunSettings):
+        """The token offsets, the pages or files to cover and the named files to keep first (label and
+        token range), as far as this request needs them; the offsets cost a pass over the tokens, so
+        before the prefill they are read only when needed (None otherwise)."""
+        covers = len(request.segments) > 1 and wants_coverage(settings, prompt.parts.question)
+        named = focused_segments(settings, prompt.parts.question, request.segments)
+        if not (covers or named):
+            return None, [], ()
+        offsets = token_char_offsets(self.runtime.model, prompt)
+        doc_start, span = len(prompt.parts.prefix), prompt.doc_token_span
+        parts = segment_token_parts(request.segments, offsets, doc_start, span) if covers else []
+        focus = tuple((seg.label, part) for seg in named
+                      for part in segment_token_parts([seg], offsets, doc_start, span))
+        return offsets, parts, focus
 
     def draft_pass_tokens(self, settings: RunSettings) -> int:
         """The longest prompt one draft pass scores: its trained window less the look-ahead."""

@@ -1,5 +1,6 @@
-"""One request's selection: the keep (fixed, or auto from the draft's scores), coverage of the
-document's pages or files for broad questions, then the kept chunks and tokens."""
+"""One request's selection: the keep (fixed, or auto from the draft's scores), the files the
+question names first, coverage of the document's pages or files for broad questions, then the kept
+chunks and tokens."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from engine.draft.keep_policy import choose_keep, is_broad_question
 from engine.draft.selection import chunk_scores, plan_selection, protected_chunks
 from engine.ingest.document import Segment
 from engine.llama.prompt import PreparedPrompt
+from engine.pipeline.named_files import named_files
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class SelectionPlan:
     keep: float  # the keep that ran (auto's choice, or the fixed one)
     keep_reason: str  # why auto chose it; "" for a fixed keep
     covered_parts: int  # pages or files covered first; 0 when coverage was off
+    focused_parts: tuple[str, ...] = ()  # the files the question names, whose best chunks came first
 
 
 def segment_token_parts(segments: Sequence[Segment], offsets: Sequence[int], doc_start_char: int,
@@ -46,10 +49,26 @@ def wants_coverage(settings: RunSettings, question: str) -> bool:
     return settings.coverage == "on" or (settings.coverage == "auto" and is_broad_question(question))
 
 
+def focused_segments(settings: RunSettings, question: str, segments: Sequence[Segment]) -> list[Segment]:
+    """The files the question names, when focus is on (auto) and they are not the whole document."""
+    if settings.named_files == "off" or len(segments) < 2:
+        return []
+    named = named_files(question, segments)
+    return [segments[i] for i in named] if len(named) < len(segments) else []
+
+
+def focus_notice(labels: Sequence[str]) -> str:
+    """"the question names src/pkg/a.py: its best chunks were kept first"."""
+    its = "its" if len(labels) == 1 else "their"
+    return f"the question names {', '.join(labels)}: {its} best chunks were kept first"
+
+
 def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, settings: RunSettings,
-                           budget: int | None, parts: list[tuple[int, int]]) -> SelectionPlan:
+                           budget: int | None, parts: list[tuple[int, int]],
+                           focus: tuple[tuple[str, tuple[int, int]], ...] = ()) -> SelectionPlan:
     """The keep, then the selection; `parts` (segment_token_parts, given only when the question wants
-    coverage) are covered when there is more than one of them."""
+    coverage) are covered when there is more than one of them; `focus` (each named file's label and
+    token range) is kept first."""
     question = prompt.parts.question
     keep, reason = settings.keep, ""
     if keep == AUTO_KEEP:
@@ -59,5 +78,7 @@ def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, setti
         keep, reason = choice.keep, choice.reason
     covered = parts if len(parts) > 1 else []
     scores, protected, kept, kept_idx = plan_selection(importance, settings.chunk_size, float(keep),
-                                                       prompt.tail_start, budget, covered)
-    return SelectionPlan(scores, protected, kept, kept_idx, float(keep), reason, len(covered))
+                                                       prompt.tail_start, budget, covered,
+                                                       [span for _, span in focus])
+    return SelectionPlan(scores, protected, kept, kept_idx, float(keep), reason, len(covered),
+                         tuple(label for label, _ in focus))

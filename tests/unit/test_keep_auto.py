@@ -20,6 +20,7 @@ from engine.eval.ab import AbError, parse_keeps
 from engine.eval.results import selection_note
 from engine.ingest.document import Document, Segment
 from engine.pipeline.selection_plan import segment_token_parts
+from tests.fixtures.kept_parts import kept_segment_labels
 
 FLOOR, CEILING = AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING
 
@@ -165,13 +166,7 @@ def spec_run(engine, question: str, **settings) -> tuple[RunResult, set[int]]:
                                 RunSettings(max_new_tokens=2, force=True, chunk_size=8, **settings)))
     result, = [e.result for e in events if isinstance(e, RunFinished)]
     selection, = [e.selection for e in events if isinstance(e, SelectionMade)]
-    doc_start = selection.doc_char_span[0]
-    pages = set()
-    for chunk in selection.kept_chunks:
-        segment = document.segment_at(selection.token_char_offsets[selection.chunk_starts[chunk]] - doc_start)
-        if segment is not None:
-            pages.add(int(segment.label.split()[1]) - 1)
-    return result, pages
+    return result, {int(label.split()[1]) - 1 for label in kept_segment_labels(document, selection)}
 
 
 def spec_result(engine, question: str, **settings) -> RunResult:
