@@ -24,6 +24,9 @@ from engine.eval.results import CaseRecord
 
 FORMAT = "specprefill-ab-journal/1"
 SUFFIX = ".journal.jsonl"
+# Settings added since journals were first written whose default acts otherwise than the code before
+# them did: a journal without one ran as with this value, not the default.
+AS_BEFORE_THEY_EXISTED = {"named_files": "off"}
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,9 @@ class JournalHeader:
 
     @classmethod
     def from_json(cls, data: dict) -> JournalHeader:
-        # A setting added since the journal was written is missing from it: its cases ran with its default.
-        settings = {**_jsonable(settings_record(RunSettings())), **data["settings"]}
+        # A setting added since the journal was written is missing from it: its cases ran with its default,
+        # or with the value that acts as the code before it did.
+        settings = {**_jsonable(settings_record(RunSettings())), **AS_BEFORE_THEY_EXISTED, **data["settings"]}
         return cls(data["suite"], tuple(data["keeps"]), settings, data.get("reuse_cache", False))
 
     @classmethod

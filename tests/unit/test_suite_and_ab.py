@@ -781,6 +781,19 @@ def test_a_journal_written_before_a_setting_existed_resumes_at_its_default(suite
         read_journal(path, later)
 
 
+def test_a_journal_written_before_named_files_resumes_only_with_them_off(suite_path, tmp_path):
+    # Before the setting, no file was kept first: those cases ran as --named-files off does, not as its default.
+    header = JournalHeader.of(suite_path, KEEPS, settings_record(RunSettings(named_files="off")))
+    old = header.to_json()
+    del old["settings"]["named_files"]
+    path = tmp_path / "old.journal.jsonl"
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(named_files="off"))
+    path.write_text("".join(json.dumps(line) + "\n" for line in [old, report.cases[0].to_json()]))
+    assert list(read_journal(path, header)) == ["grid"]
+    with pytest.raises(AbError, match=r"named_files 'off' \(now 'auto'\)"):
+        read_journal(path, JournalHeader.of(suite_path, KEEPS, settings_record(RunSettings())))
+
+
 def test_a_reuse_cache_report_reads_back_unchanged(suite_path):
     report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(), reuse_cache=True)
     data = json.loads(json.dumps(report.to_json()))
