@@ -212,10 +212,11 @@ class RunSettings:
         help="give every page of a PDF and every file of a folder a share of the kept chunks before the "
              "top-scored ones fill the rest (auto: for broad questions, such as summaries)")
     named_files: NamedFiles = setting(
-        "auto", choices=get_args(NamedFiles), label="Files named in the question",
+        "auto", choices=get_args(NamedFiles), label="Files and definitions named in the question",
         choice_labels=(("auto", "Keep their best chunks first"), ("off", "Draft's scores only")),
-        help="when a question names files of a folder (by path, file name or dotted module), their "
-             "best-scored chunks are kept first, up to half of what is kept (off: the draft's scores alone)")
+        help="when a question names files of a folder (by path, file name or dotted module) or what its Python "
+             "files define (a class, function or constant, written as code), their best-scored chunks are kept "
+             "first, definitions before files, up to half of what is kept (off: the draft's scores alone)")
     positions: PositionMode = setting(
         "auto", choices=get_args(PositionMode),
         help="where kept tokens go: restore their original positions, renumber them 0..n, compress the "

@@ -50,19 +50,21 @@ def protected_chunks(n_tokens: int, chunk_size: int, tail_start: int) -> list[in
 
 
 def select_chunks(scores: np.ndarray, keep: float, protected: list[int], max_chunks: int | None = None,
-                  parts: list[tuple[int, int]] = (), focus: list[tuple[int, int]] = ()) -> list[int]:
+                  parts: list[tuple[int, int]] = (), focus: list[tuple[int, int]] = (),
+                  definitions: list[tuple[int, int]] = ()) -> list[int]:
     """ceil(keep * n_chunks) chunks, at most `max_chunks` (what fits the target's window), never
-    fewer than the protected ones; in document order. With `focus` (chunk ranges [a, b) of the
-    files a question names), their best-scored chunks come first, up to half of the budget
-    (focus_picks). With `parts` (chunk ranges: pages, files), each part then gets its best-scored
-    chunks up to half the keep of its own size (coverage_picks); the top-scored chunks fill the rest."""
+    fewer than the protected ones; in document order. With `definitions` and `focus` (chunk ranges
+    [a, b) of the definitions and files a question names), their best-scored chunks come first, the
+    definitions' before the files', up to half of the budget (focus_picks). With `parts` (chunk
+    ranges: pages, files), each part then gets its best-scored chunks up to half the keep of its own
+    size (coverage_picks); the top-scored chunks fill the rest."""
     if not 0.0 < keep <= 1.0:
         raise ValueError(f"keep must be in (0, 1], got {keep}")
     n_chunks = len(scores)
     wanted = math.ceil(keep * n_chunks) if max_chunks is None else min(math.ceil(keep * n_chunks), max_chunks)
     budget = min(n_chunks, max(wanted, len(protected)))
     chosen = set(protected)
-    add_until(chosen, focus_picks(scores, focus, (budget - len(chosen)) // 2), budget)
+    add_until(chosen, focus_picks(scores, [definitions, focus], (budget - len(chosen)) // 2), budget)
     add_until(chosen, coverage_picks(scores, parts, keep / 2), budget)
     # Stable sort on -score: ties go to the earlier chunk, so selection is deterministic.
     add_until(chosen, np.argsort(-scores, kind="stable"), budget)
@@ -77,9 +79,11 @@ def add_until(chosen: set[int], picks, budget: int) -> None:
         chosen.add(int(idx))
 
 
-def focus_picks(scores: np.ndarray, focus: list[tuple[int, int]], limit: int) -> list[int]:
-    """The named files' best chunks, round-robin across the files, `limit` of them at most."""
-    return coverage_picks(scores, focus, 1.0)[:max(limit, 0)]
+def focus_picks(scores: np.ndarray, tiers: list[list[tuple[int, int]]], limit: int) -> list[int]:
+    """Each tier's chunk ranges (named definitions, then named files) in turn: their best chunks,
+    round-robin across the ranges, `limit` distinct chunks at most."""
+    picks = dict.fromkeys(i for ranges in tiers for i in coverage_picks(scores, ranges, 1.0))
+    return list(picks)[:max(limit, 0)]
 
 
 def coverage_picks(scores: np.ndarray, parts: list[tuple[int, int]], share: float) -> list[int]:
@@ -107,14 +111,14 @@ def kept_token_indices(kept: list[int], chunk_size: int, n_tokens: int) -> np.nd
 
 def plan_selection(importance: np.ndarray, chunk_size: int, keep: float, tail_start: int,
                    max_tokens: int | None = None, parts: list[tuple[int, int]] = (),
-                   focus: list[tuple[int, int]] = ()):
+                   focus: list[tuple[int, int]] = (), definitions: list[tuple[int, int]] = ()):
     """Chunk scores, protected chunks, kept chunks and kept token indices for one prompt; with
     `max_tokens`, the kept chunks hold at most that many tokens (a chunk holds chunk_size at most);
-    with `focus` (token ranges of named files), their best chunks come first; with `parts` (token
-    ranges of pages or files), each part is covered (select_chunks)."""
+    with `definitions` and `focus` (token ranges of named definitions and files), their best chunks
+    come first; with `parts` (token ranges of pages or files), each part is covered (select_chunks)."""
     scores = chunk_scores(importance, chunk_size)
     protected = protected_chunks(len(importance), chunk_size, tail_start)
     max_chunks = None if max_tokens is None else max_tokens // chunk_size
     kept = select_chunks(scores, keep, protected, max_chunks, chunk_parts(parts, chunk_size),
-                         chunk_parts(focus, chunk_size))
+                         chunk_parts(focus, chunk_size), chunk_parts(definitions, chunk_size))
     return scores, protected, kept, kept_token_indices(kept, chunk_size, len(importance))

@@ -33,7 +33,7 @@ from engine.draft.selection import kept_token_indices
 from engine.eval.metrics import is_correct
 from engine.llama.prompt import token_char_offsets
 from engine.pipeline import DocumentSession, Engine
-from engine.pipeline.selection_plan import plan_request_selection
+from engine.pipeline.selection_plan import char_token_spans, plan_request_selection
 
 
 @dataclass(frozen=True)
@@ -110,12 +110,10 @@ def _line_break_after(text: str, depth: float) -> int:
 
 def needle_token_span(engine: Engine, prompt, needle: Needle) -> tuple[int, int]:
     """The prompt tokens that spell the fact (located through the text's character offsets)."""
-    text = prompt.parts.text
-    start_char = text.index(needle.fact)
-    end_char = start_char + len(needle.fact)
-    offsets = np.asarray(token_char_offsets(engine.runtime.model, prompt))
-    inside = np.nonzero((offsets >= start_char) & (offsets < end_char))[0]
-    return int(inside[0]), int(inside[-1]) + 1
+    start_char = prompt.parts.text.index(needle.fact)
+    offsets = token_char_offsets(engine.runtime.model, prompt)
+    (span,) = char_token_spans([(start_char, start_char + len(needle.fact))], offsets, 0, (0, prompt.n_tokens))
+    return span
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,8 @@ from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.pipeline.kept_positions import GAPPED, place_kept
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
 from engine.pipeline.placement import TargetPlacement, place_target
-from engine.pipeline.selection_plan import (focus_notice, focused_segments, plan_request_selection, segment_token_parts,
-                                            wants_coverage)
+from engine.pipeline.selection_plan import (char_token_spans, focus_notice, focused_definitions, focused_segments,
+                                            plan_request_selection, segment_token_parts, wants_coverage)
 from engine.pipeline.session import DocumentSession, PrefixKey
 from engine.pipeline.state_store import STORE_ERRORS, StateLoad, StateStore, cap_bytes
 from engine.pipeline.vocab_check import require_shared_vocab
@@ -784,8 +784,8 @@ class Engine:
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
-        offsets, parts, focus = self._segment_parts(request, prompt, settings)
-        plan = plan_request_selection(score.importance, prompt, settings, budget, parts, focus)
+        offsets, parts, focus, definitions = self._segment_parts(request, prompt, settings)
+        plan = plan_request_selection(score.importance, prompt, settings, budget, parts, focus, definitions)
         if plan.focused_parts:
             yield Notice(run, focus_notice(plan.focused_parts))
         kept_idx = plan.kept_idx
@@ -813,19 +813,24 @@ class Engine:
             focused_parts=list(plan.focused_parts), **result))
 
     def _segment_parts(self, request: _Request, prompt: PreparedPrompt, settings: RunSettings):
-        """The token offsets, the pages or files to cover and the named files to keep first (label and
-        token range), as far as this request needs them; the offsets cost a pass over the tokens, so
-        before the prefill they are read only when needed (None otherwise)."""
-        covers = len(request.segments) > 1 and wants_coverage(settings, prompt.parts.question)
-        named = focused_segments(settings, prompt.parts.question, request.segments)
-        if not (covers or named):
-            return None, [], ()
+        """The token offsets, the pages or files to cover, and the named files and definitions to keep
+        first (label and token range), as far as this request needs them; the offsets cost a pass
+        over the tokens, so before the prefill they are read only when needed (None otherwise)."""
+        question = prompt.parts.question
+        covers = len(request.segments) > 1 and wants_coverage(settings, question)
+        named = focused_segments(settings, question, request.segments)
+        defined = focused_definitions(settings, question, prompt.parts.document, request.segments)
+        if not (covers or named or defined):
+            return None, [], (), ()
         offsets = token_char_offsets(self.runtime.model, prompt)
         doc_start, span = len(prompt.parts.prefix), prompt.doc_token_span
         parts = segment_token_parts(request.segments, offsets, doc_start, span) if covers else []
-        focus = tuple((seg.label, part) for seg in named
-                      for part in segment_token_parts([seg], offsets, doc_start, span))
-        return offsets, parts, focus
+
+        def labelled_spans(items) -> tuple[tuple[str, tuple[int, int]], ...]:
+            tokens = char_token_spans([(item.start, item.end) for item in items], offsets, doc_start, span)
+            return tuple((item.label, (a, b)) for item, (a, b) in zip(items, tokens) if b > a)
+
+        return offsets, parts, labelled_spans(named), labelled_spans(defined)
 
     def draft_pass_tokens(self, settings: RunSettings) -> int:
         """The longest prompt one draft pass scores: its trained window less the look-ahead."""

@@ -1,5 +1,5 @@
-"""One request's selection: the keep (fixed, or auto from the draft's scores), the files the
-question names first, coverage of the document's pages or files for broad questions, then the kept
+"""One request's selection: the keep (fixed, or auto from the draft's scores), the definitions and
+files the question names first, coverage of the document's pages or files for broad questions, then the kept
 chunks and tokens."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from engine.draft.keep_policy import choose_keep, is_broad_question
 from engine.draft.selection import chunk_scores, plan_selection, protected_chunks
 from engine.ingest.document import Segment
 from engine.llama.prompt import PreparedPrompt
+from engine.pipeline.named_definitions import Definition, named_definitions
 from engine.pipeline.named_files import named_files
 
 
@@ -26,23 +27,29 @@ class SelectionPlan:
     keep: float  # the keep that ran (auto's choice, or the fixed one)
     keep_reason: str  # why auto chose it; "" for a fixed keep
     covered_parts: int  # pages or files covered first; 0 when coverage was off
-    focused_parts: tuple[str, ...] = ()  # the files the question names, whose best chunks came first
+    focused_parts: tuple[str, ...] = ()  # the definitions and files the question names, kept first
 
 
 def segment_token_parts(segments: Sequence[Segment], offsets: Sequence[int], doc_start_char: int,
                         doc_token_span: tuple[int, int]) -> list[tuple[int, int]]:
-    """Each segment's token range in the prompt: its chars shifted by where the document starts in
-    the prompt text, found among the tokens' start offsets (within the document's tokens)."""
+    """Each segment's token range in the prompt, the empty ones left out (char_token_spans)."""
+    spans = char_token_spans([(seg.start, seg.end) for seg in segments], offsets, doc_start_char, doc_token_span)
+    return [(a, b) for a, b in spans if b > a]
+
+
+def char_token_spans(char_spans: Sequence[tuple[int, int]], offsets: Sequence[int], doc_start_char: int,
+                     doc_token_span: tuple[int, int]) -> list[tuple[int, int]]:
+    """Each document char span's token range in the prompt: its chars shifted by where the document
+    starts in the prompt text, found among the tokens' start offsets (within the document's tokens);
+    (a, a) when it holds no token."""
     starts = np.asarray(offsets, dtype=np.int64)
     lo, hi = doc_token_span
-    parts = []
-    for seg in segments:
-        a = int(np.searchsorted(starts, doc_start_char + seg.start, side="left"))
-        b = int(np.searchsorted(starts, doc_start_char + seg.end, side="left"))
-        a, b = max(a, lo), min(b, hi)
-        if b > a:
-            parts.append((a, b))
-    return parts
+    spans = []
+    for start, end in char_spans:
+        a = max(int(np.searchsorted(starts, doc_start_char + start, side="left")), lo)
+        b = min(int(np.searchsorted(starts, doc_start_char + end, side="left")), hi)
+        spans.append((a, max(a, b)))
+    return spans
 
 
 def wants_coverage(settings: RunSettings, question: str) -> bool:
@@ -57,6 +64,14 @@ def focused_segments(settings: RunSettings, question: str, segments: Sequence[Se
     return [segments[i] for i in named] if len(named) < len(segments) else []
 
 
+def focused_definitions(settings: RunSettings, question: str, document: str,
+                        segments: Sequence[Segment]) -> list[Definition]:
+    """The definitions the question names, when focus is on (auto) and the document is a folder."""
+    if settings.named_files == "off" or len(segments) < 2:
+        return []
+    return named_definitions(question, document, segments)
+
+
 def focus_notice(labels: Sequence[str]) -> str:
     """"the question names src/pkg/a.py: its best chunks were kept first"."""
     its = "its" if len(labels) == 1 else "their"
@@ -65,10 +80,11 @@ def focus_notice(labels: Sequence[str]) -> str:
 
 def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, settings: RunSettings,
                            budget: int | None, parts: list[tuple[int, int]],
-                           focus: tuple[tuple[str, tuple[int, int]], ...] = ()) -> SelectionPlan:
+                           focus: tuple[tuple[str, tuple[int, int]], ...] = (),
+                           definitions: tuple[tuple[str, tuple[int, int]], ...] = ()) -> SelectionPlan:
     """The keep, then the selection; `parts` (segment_token_parts, given only when the question wants
-    coverage) are covered when there is more than one of them; `focus` (each named file's label and
-    token range) is kept first."""
+    coverage) are covered when there is more than one of them; `definitions` and `focus` (each named
+    definition's and file's label and token range) are kept first, in that order."""
     question = prompt.parts.question
     keep, reason = settings.keep, ""
     if keep == AUTO_KEEP:
@@ -79,6 +95,7 @@ def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, setti
     covered = parts if len(parts) > 1 else []
     scores, protected, kept, kept_idx = plan_selection(importance, settings.chunk_size, float(keep),
                                                        prompt.tail_start, budget, covered,
-                                                       [span for _, span in focus])
+                                                       [span for _, span in focus],
+                                                       [span for _, span in definitions])
     return SelectionPlan(scores, protected, kept, kept_idx, float(keep), reason, len(covered),
-                         tuple(label for label, _ in focus))
+                         tuple(label for label, _ in (*definitions, *focus)))

@@ -16,9 +16,12 @@ import pytest
 
 from engine.eval.suite import load_suite
 from engine.ingest import load_document
+from engine.pipeline.named_definitions import named_definitions
+from engine.pipeline.named_files import named_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "resources" / "eval" / "codebase-long.jsonl"
+UNNAMED_SUITE = ROOT / "resources" / "eval" / "codebase-long-unnamed.jsonl"  # the same cases, no file named
 FOLDER = ROOT / "resources" / "samples" / "code" / "structlog"
 
 # Where each answer sits (a segment label of the ingested folder).
@@ -31,6 +34,14 @@ ANSWER_FILE = {
     "structlog-threadlocal-class-prefix": "src/structlog/threadlocal.py",
     "structlog-tracebacks-max-frames": "src/structlog/tracebacks.py",
     "structlog-twisted-repr-wrapper": "src/structlog/twisted.py",
+}
+# The definitions each unnamed question names (the files they are in), where it names one.
+UNNAMED_DEFINITION_FILES = {
+    "structlog-output-lock-helper": {"src/structlog/_output.py"},
+    "structlog-rich-color-system": {"src/structlog/dev.py"},
+    "structlog-stdlib-logger-class": {"src/structlog/stdlib.py", "src/structlog/twisted.py"},
+    "structlog-threadlocal-class-prefix": {"src/structlog/threadlocal.py"},
+    "structlog-tracebacks-max-frames": {"src/structlog/dev.py", "src/structlog/tracebacks.py"},
 }
 MIN_CASES = 6
 MIN_ANSWER_FILES = 6
@@ -121,3 +132,16 @@ def test_answer_files_lie_past_and_before_the_window_cut(cases, doc):
     answer_spans = [spans[ANSWER_FILE[c.id]] for c in cases]
     assert sum(start >= WINDOW_CUT for start, _ in answer_spans) >= MIN_PAST_CUT
     assert sum(end <= EARLY_CUT for _, end in answer_spans) >= MIN_EARLY
+
+
+def test_the_unnamed_suite_asks_the_same_cases_naming_no_file(cases, doc):
+    unnamed = load_suite(UNNAMED_SUITE)
+    assert [(c.id, c.doc, c.answers) for c in unnamed] == [(c.id, c.doc, c.answers) for c in cases]
+    assert all(named_files(c.question, doc.segments) == [] for c in unnamed)
+    assert all(c.question != named.question for c, named in zip(unnamed, cases))
+
+
+def test_the_unnamed_suite_names_definitions_where_it_says(doc):
+    found = {c.id: {d.path for d in named_definitions(c.question, doc.text, doc.segments)}
+             for c in load_suite(UNNAMED_SUITE)}
+    assert {case: files for case, files in found.items() if files} == UNNAMED_DEFINITION_FILES

@@ -1,5 +1,6 @@
 """Files a question names (engine.pipeline.named_files) are kept first (engine.draft.selection's focus):
-the names by hand and by property, the selection by hand, then the tiny engine end to end."""
+the names by hand and by property, the selection by hand, then the tiny engine end to end, where the
+definitions a question names (engine.pipeline.named_definitions) come first too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from engine.core.settings import RunSettings
 from engine.draft.selection import select_chunks
 from engine.eval.results import selection_note
 from engine.ingest.document import Document, Segment
+from engine.ingest.folder import file_header
 from engine.pipeline.named_files import file_names, named_files
 from tests.fixtures.kept_parts import kept_segment_labels
 
@@ -102,10 +104,12 @@ MODULES = {f"pkg/mod{i}.py": "".join(f"def helper_{i}_{j}(x):\n    return x + {j
 
 
 def folder_document() -> Document:
+    """The modules as a folder is read: each file under its header line."""
     text, segments = "", []
     for label, body in MODULES.items():
-        segments.append(Segment(label, "file", len(text), len(text) + len(body)))
-        text += body
+        chunk = file_header(label) + body
+        segments.append(Segment(label, "file", len(text), len(text) + len(chunk)))
+        text += chunk
     return Document(Path("pkg"), "folder", text, segments)
 
 
@@ -128,3 +132,29 @@ def test_a_named_file_is_kept_and_said_so(engine):
     assert off.focused_parts == [] and not any("names pkg" in n for n in off_notices)
     plain, _, _ = focus_run(engine, "Which helper adds 7?")
     assert plain.focused_parts == []
+
+
+def test_a_named_definition_is_kept_before_the_files_and_said_so(engine):
+    document = folder_document()
+    result, notices, _ = focus_run(engine, "In pkg/mod1.py, what does helper_3_7 return?")
+    assert result.focused_parts == ["helper_3_7 in pkg/mod3.py", "pkg/mod1.py"]
+    assert ("the question names helper_3_7 in pkg/mod3.py, pkg/mod1.py: their best chunks were kept first"
+            in notices)
+    kept_text = kept_document_text(engine, document, "What does helper_3_7 return?")
+    assert "def helper_3_7(x):\n    return x + 7\n" in kept_text
+
+
+def kept_document_text(engine, document: Document, question: str) -> str:
+    """The document's text with every char no kept chunk holds blanked out (NUL)."""
+    events = list(engine.stream(document, question, "spec", RunSettings(
+        max_new_tokens=2, force=True, chunk_size=8, keep=0.1, coverage="off")))
+    selection, = [e.selection for e in events if isinstance(e, SelectionMade)]
+    offsets, size = selection.token_char_offsets, selection.chunk_size
+    doc_start, doc_end = selection.doc_char_span
+    kept = bytearray(len(document.text))
+    for chunk in selection.kept_chunks:
+        first, last = chunk * size, min((chunk + 1) * size, len(offsets))
+        start = max(offsets[first], doc_start)
+        end = min(offsets[last] if last < len(offsets) else doc_end, doc_end)
+        kept[start - doc_start:max(end, start) - doc_start] = b"\1" * (max(end, start) - start)
+    return "".join(ch if mark else "\0" for ch, mark in zip(document.text, kept))

@@ -43,6 +43,7 @@ from engine.eval.suite import load_suite  # noqa: E402
 from engine.ingest import load_document  # noqa: E402
 from engine.llama.prompt import token_char_offsets  # noqa: E402
 from engine.pipeline import DocumentSession, Engine  # noqa: E402
+from engine.pipeline.selection_plan import char_token_spans  # noqa: E402
 
 CODE_SUITE = ROOT / "resources/eval/codebase-long.jsonl"
 NEEDLE_DOCS = [ROOT / "resources/samples/docs" / name
@@ -74,15 +75,10 @@ def selection_of(engine: Engine, session: DocumentSession, question: str, settin
 
 
 def token_places(engine: Engine, prompt, char_places: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Prompt token spans of character spans in the document's text."""
-    offsets = np.asarray(token_char_offsets(engine.runtime.model, prompt))
-    doc_start = prompt.parts.doc_char_span[0]
-    places = []
-    for a, b in char_places:
-        inside = np.nonzero((offsets >= doc_start + a) & (offsets < doc_start + b))[0]
-        if len(inside):
-            places.append((int(inside[0]), int(inside[-1]) + 1))
-    return places
+    """Prompt token spans of character spans in the document's text (those that hold a token)."""
+    offsets = token_char_offsets(engine.runtime.model, prompt)
+    spans = char_token_spans(char_places, offsets, prompt.parts.doc_char_span[0], prompt.doc_token_span)
+    return [(a, b) for a, b in spans if b > a]
 
 
 def text_places(text: str, phrases, start: int, end: int) -> list[tuple[int, int]]:
