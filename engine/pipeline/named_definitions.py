@@ -40,16 +40,20 @@ class Definition:
 
 def named_definitions(question: str, document: str, segments: Sequence[Segment]) -> list[Definition]:
     """The definitions the question names, in document order."""
-    named = {d for name, defs in definitions_by_name(document, tuple(segments)).items()
-             if len(defs) <= MAX_PLACES and names(question, name) for d in defs}
+    index = definitions_by_name(document, tuple(segments))
+    named = {d for name in written_names(question) if name in index and len(index[name]) <= MAX_PLACES
+             and ("." in name or reads_as_code(question, name)) for d in index[name]}
     return sorted(named, key=lambda d: (d.start, -d.end))
 
 
-def names(question: str, name: str) -> bool:
-    """The question writes `name` as a whole identifier (a module or class may qualify it) that reads as
-    code."""
-    found = re.search(rf"(?<!\w){re.escape(name)}(?!\w)", question)
-    return found is not None and ("." in name or reads_as_code(question, name))
+def written_names(question: str) -> set[str]:
+    """Every identifier the question writes, and every dotted run of them: "pkg.mod.Cls" gives "pkg",
+    "mod", "Cls", "pkg.mod", "mod.Cls" and "pkg.mod.Cls"."""
+    names = set()
+    for dotted in re.findall(r"(?<![\w.])[^\W\d]\w*(?:\.[^\W\d]\w*)*", question):
+        parts = dotted.split(".")
+        names.update(".".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1))
+    return names
 
 
 def reads_as_code(question: str, name: str) -> bool:

@@ -11,7 +11,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from engine.draft.selection import select_chunks
 from engine.ingest.document import Segment
 from engine.ingest.folder import file_header
-from engine.pipeline.named_definitions import named_definitions, python_definitions
+from engine.pipeline.named_definitions import named_definitions, python_definitions, written_names
 
 MODULE = '''"""A module."""
 import logging
@@ -71,6 +71,12 @@ TEXT, SEGMENTS = folder(FILES)
 
 def named(question: str) -> list[str]:
     return [d.label for d in named_definitions(question, TEXT, SEGMENTS)]
+
+
+def test_the_names_a_question_writes():
+    assert written_names("Does pkg.mod.Cls call `f`? See MAX_2.") == {
+        "Does", "pkg", "mod", "Cls", "pkg.mod", "mod.Cls", "pkg.mod.Cls", "call", "f", "See", "MAX_2"}
+    assert written_names("3.14 or x1.y") == {"or", "x1", "y", "x1.y"}
 
 
 def test_a_definition_is_named_by_a_name_that_reads_as_code():
