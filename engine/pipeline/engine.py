@@ -59,8 +59,7 @@ from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.pipeline.kept_positions import GAPPED, place_kept
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
 from engine.pipeline.placement import TargetPlacement, place_target
-from engine.pipeline.selection_plan import (char_token_spans, focus_notice, focused_definitions, focused_segments,
-                                            plan_request_selection, segment_token_parts, wants_coverage)
+from engine.pipeline.selection_plan import focus_notice, plan_request_selection, wanted_parts
 from engine.pipeline.session import DocumentSession, PrefixKey
 from engine.pipeline.state_store import STORE_ERRORS, StateLoad, StateStore, cap_bytes
 from engine.pipeline.vocab_check import require_shared_vocab
@@ -816,21 +815,11 @@ class Engine:
         """The token offsets, the pages or files to cover, and the named files and definitions to keep
         first (label and token range), as far as this request needs them; the offsets cost a pass
         over the tokens, so before the prefill they are read only when needed (None otherwise)."""
-        question = prompt.parts.question
-        covers = len(request.segments) > 1 and wants_coverage(settings, question)
-        named = focused_segments(settings, question, request.segments)
-        defined = focused_definitions(settings, question, prompt.parts.document, request.segments)
-        if not (covers or named or defined):
+        wanted = wanted_parts(settings, prompt.parts.question, prompt.parts.document, request.segments)
+        if not wanted:
             return None, [], (), ()
         offsets = token_char_offsets(self.runtime.model, prompt)
-        doc_start, span = len(prompt.parts.prefix), prompt.doc_token_span
-        parts = segment_token_parts(request.segments, offsets, doc_start, span) if covers else []
-
-        def labelled_spans(items) -> tuple[tuple[str, tuple[int, int]], ...]:
-            tokens = char_token_spans([(item.start, item.end) for item in items], offsets, doc_start, span)
-            return tuple((item.label, (a, b)) for item, (a, b) in zip(items, tokens) if b > a)
-
-        return offsets, parts, labelled_spans(named), labelled_spans(defined)
+        return offsets, *wanted.in_tokens(offsets, len(prompt.parts.prefix), prompt.doc_token_span)
 
     def draft_pass_tokens(self, settings: RunSettings) -> int:
         """The longest prompt one draft pass scores: its trained window less the look-ahead."""

@@ -72,6 +72,40 @@ def focused_definitions(settings: RunSettings, question: str, document: str,
     return named_definitions(question, document, segments)
 
 
+Labelled = tuple[tuple[str, tuple[int, int]], ...]  # (label, token range [a, b)) of what a question names
+
+
+@dataclass(frozen=True)
+class WantedParts:
+    """What one request's selection covers (pages or files, for a question that wants coverage) and keeps
+    first (the files and definitions the question names), in the document's chars."""
+
+    covered: Sequence[Segment] = ()
+    files: Sequence[Segment] = ()
+    definitions: Sequence[Definition] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.covered or self.files or self.definitions)
+
+    def in_tokens(self, offsets: Sequence[int], doc_start_char: int,
+                  doc_token_span: tuple[int, int]) -> tuple[list[tuple[int, int]], Labelled, Labelled]:
+        """The covered parts' token ranges, and the named files' and definitions' labelled ranges."""
+        def labelled(items) -> Labelled:
+            spans = char_token_spans([(item.start, item.end) for item in items], offsets, doc_start_char,
+                                     doc_token_span)
+            return tuple((item.label, (a, b)) for item, (a, b) in zip(items, spans) if b > a)
+
+        covered = segment_token_parts(self.covered, offsets, doc_start_char, doc_token_span)
+        return covered, labelled(self.files), labelled(self.definitions)
+
+
+def wanted_parts(settings: RunSettings, question: str, document: str, segments: Sequence[Segment]) -> WantedParts:
+    """What the selection of this question about this document covers and keeps first."""
+    covers = len(segments) > 1 and wants_coverage(settings, question)
+    return WantedParts(segments if covers else (), focused_segments(settings, question, segments),
+                       focused_definitions(settings, question, document, segments))
+
+
 def focus_notice(labels: Sequence[str]) -> str:
     """"the question names src/pkg/a.py: its best chunks were kept first"."""
     its = "its" if len(labels) == 1 else "their"
@@ -80,8 +114,7 @@ def focus_notice(labels: Sequence[str]) -> str:
 
 def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, settings: RunSettings,
                            budget: int | None, parts: list[tuple[int, int]],
-                           focus: tuple[tuple[str, tuple[int, int]], ...] = (),
-                           definitions: tuple[tuple[str, tuple[int, int]], ...] = ()) -> SelectionPlan:
+                           focus: Labelled = (), definitions: Labelled = ()) -> SelectionPlan:
     """The keep, then the selection; `parts` (segment_token_parts, given only when the question wants
     coverage) are covered when there is more than one of them; `definitions` and `focus` (each named
     definition's and file's label and token range) are kept first, in that order."""
