@@ -111,4 +111,3 @@ def _walk_definitions(body: list[ast.stmt], scope: str) -> Iterator[tuple[str, a
             for target in targets:
                 if isinstance(target, ast.Name):
                     yield scope + target.id, node
-

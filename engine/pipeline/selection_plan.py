@@ -56,20 +56,10 @@ def wants_coverage(settings: RunSettings, question: str) -> bool:
     return settings.coverage == "on" or (settings.coverage == "auto" and is_broad_question(question))
 
 
-def focused_segments(settings: RunSettings, question: str, segments: Sequence[Segment]) -> list[Segment]:
-    """The files the question names, when focus is on (auto) and they are not the whole document."""
-    if settings.named_files == "off" or len(segments) < 2:
-        return []
+def focused_segments(question: str, segments: Sequence[Segment]) -> list[Segment]:
+    """The files the question names, unless they are the whole document."""
     named = named_files(question, segments)
     return [segments[i] for i in named] if len(named) < len(segments) else []
-
-
-def focused_definitions(settings: RunSettings, question: str, document: str,
-                        segments: Sequence[Segment]) -> list[Definition]:
-    """The definitions the question names, when focus is on (auto) and the document is a folder."""
-    if settings.named_files == "off" or len(segments) < 2:
-        return []
-    return named_definitions(question, document, segments)
 
 
 Labelled = tuple[tuple[str, tuple[int, int]], ...]  # (label, token range [a, b)) of what a question names
@@ -101,9 +91,12 @@ class WantedParts:
 
 def wanted_parts(settings: RunSettings, question: str, document: str, segments: Sequence[Segment]) -> WantedParts:
     """What the selection of this question about this document covers and keeps first."""
-    covers = len(segments) > 1 and wants_coverage(settings, question)
-    return WantedParts(segments if covers else (), focused_segments(settings, question, segments),
-                       focused_definitions(settings, question, document, segments))
+    several = len(segments) > 1
+    covered = segments if several and wants_coverage(settings, question) else ()
+    if not (several and settings.named_files == "auto"):  # focus is off, or there is one part only
+        return WantedParts(covered)
+    return WantedParts(covered, focused_segments(question, segments),
+                       named_definitions(question, document, segments))
 
 
 def focus_notice(labels: Sequence[str]) -> str:
