@@ -37,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "scoring"))
 from layer_evidence import text_places  # noqa: E402
 
 
-def survives(engine, prompt, importance, settings: RunSettings, document, places) -> tuple[bool, list[str]]:
-    """Whether some answer place is wholly kept under these settings, and what was kept first."""
-    offsets = token_char_offsets(engine.runtime.model, prompt)
+def survives(engine, prompt, offsets, importance, settings: RunSettings, document,
+             places) -> tuple[bool, list[str]]:
+    """Whether some answer place is wholly kept under these settings, and what was kept first (`offsets`:
+    the prompt's token char offsets)."""
     doc_start = len(prompt.parts.prefix)
     wanted = wanted_parts(settings, prompt.parts.question, document.text, document.segments)
     covered, files, definitions = wanted.in_tokens(offsets, doc_start, prompt.doc_token_span)
@@ -73,11 +74,12 @@ def main() -> int:
                     engine.scorer, prompt.tokens.tolist(), prompt.doc_token_span, engine.draft_pass_tokens(base),
                     ScoringParams.from_settings(base), cache=DocumentSegments(caches, key, base.draft_window)))
                 draft_s = time.perf_counter() - t0
+                offsets = token_char_offsets(engine.runtime.model, prompt)  # both settings share them
                 places = text_places(document.text, case.answers or (), 0, len(document.text))
                 row = {"suite": Path(suite).name, "id": case.id, "draft_s": round(draft_s, 1)}
                 for named in ("off", "auto"):
-                    ok, focused = survives(engine, prompt, score.importance, replace(base, named_files=named),
-                                           document, places)
+                    settings = replace(base, named_files=named)
+                    ok, focused = survives(engine, prompt, offsets, score.importance, settings, document, places)
                     right[named] += ok
                     row[named] = ok
                     row[f"{named}_focused"] = focused
