@@ -783,7 +783,8 @@ class Engine:
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
-        offsets, parts, focus, definitions = self._segment_parts(request, prompt, settings)
+        offsets = token_char_offsets(self.runtime.model, prompt)  # about 0.2 s at 83K tokens
+        parts, focus, definitions = self._segment_parts(request, prompt, settings, offsets)
         plan = plan_request_selection(score.importance, prompt, settings, budget, parts, focus, definitions)
         if plan.focused_parts:
             yield Notice(run, focus_notice(plan.focused_parts))
@@ -794,15 +795,16 @@ class Engine:
         seen = seen_fraction(window.document_tokens, int(np.count_nonzero((kept_idx >= start) & (kept_idx < end))))
         if not window.fits:
             yield Notice(run, window.describe_selection(seen))
-
-        result = yield from self._prefill_and_generate(request, prompt.tokens[kept_idx], kept_positions,
-                                                       next_position)
+        # Before the target's prefill, which can take minutes: the app shows what was kept meanwhile.
         yield SelectionMade(run, Selection(
             chunk_size=settings.chunk_size,
             chunk_starts=list(range(0, prompt.n_tokens, settings.chunk_size)),
             chunk_scores=[float(s) for s in plan.scores], kept_chunks=plan.kept, protected_chunks=plan.protected,
-            token_char_offsets=offsets if offsets is not None else token_char_offsets(self.runtime.model, prompt),
+            token_char_offsets=offsets,
             doc_char_span=prompt.parts.doc_char_span))
+
+        result = yield from self._prefill_and_generate(request, prompt.tokens[kept_idx], kept_positions,
+                                                       next_position)
         yield RunFinished(run, RunResult(
             **request.result_fields(), draft_s=draft_s, select_s=select_s,
             kept_fraction=len(kept_idx) / prompt.n_tokens, positions=placement,
@@ -811,15 +813,14 @@ class Engine:
             seen_fraction=seen, keep_reason=plan.keep_reason, covered_parts=plan.covered_parts,
             focused_parts=list(plan.focused_parts), **result))
 
-    def _segment_parts(self, request: _Request, prompt: PreparedPrompt, settings: RunSettings):
-        """The token offsets, the pages or files to cover, and the named files and definitions to keep
-        first (label and token range), as far as this request needs them; the offsets cost a pass
-        over the tokens, so before the prefill they are read only when needed (None otherwise)."""
+    def _segment_parts(self, request: _Request, prompt: PreparedPrompt, settings: RunSettings,
+                       offsets: list[int]):
+        """The pages or files to cover, and the named files and definitions to keep first (label and
+        token range), as far as this request needs them."""
         wanted = wanted_parts(settings, prompt.parts.question, prompt.parts.document, request.segments)
         if not wanted:
-            return None, [], (), ()
-        offsets = token_char_offsets(self.runtime.model, prompt)
-        return offsets, *wanted.in_tokens(offsets, len(prompt.parts.prefix), prompt.doc_token_span)
+            return [], (), ()
+        return wanted.in_tokens(offsets, len(prompt.parts.prefix), prompt.doc_token_span)
 
     def draft_pass_tokens(self, settings: RunSettings) -> int:
         """The longest prompt one draft pass scores: its trained window less the look-ahead."""

@@ -79,7 +79,7 @@ def check_run_order(events, run, stages):
             assert event.index == token_index
             token_index += 1
         elif isinstance(event, SelectionMade):
-            assert current == "done"
+            assert current == "select"  # before the target's prefill, so the app can show it meanwhile
     result = mine[-1].result
     assert token_index == result.generated_tokens
     return mine
@@ -130,7 +130,9 @@ def test_both_mode_streams_baseline_then_spec_in_order(engine, recorder):
     spec_events = check_run_order(events, "spec", STAGE_ORDER)
     assert not any(isinstance(e, SelectionMade) for e in baseline_events)
     assert any(isinstance(e, Progress) and e.stage == "draft" for e in spec_events)
-    assert isinstance(spec_events[-2], SelectionMade)
+    made = next(i for i, e in enumerate(spec_events) if isinstance(e, SelectionMade))
+    prefill = next(i for i, e in enumerate(spec_events) if isinstance(e, StageChanged) and e.stage == "prefill")
+    assert made < prefill
     for run_events in (baseline_events, spec_events):
         prefill = [e for e in run_events if isinstance(e, Progress) and e.stage == "prefill"]
         assert prefill and prefill[-1].done == prefill[-1].total
@@ -334,6 +336,20 @@ def test_cancel_during_draft_scoring_then_the_next_run_works(engine):
     events = list(engine.stream(DOCUMENT, QUESTION, "both", spec_settings()))
     assert finished(events, "spec").generated_tokens == MAX_NEW
     assert finished(events, "baseline").generated_tokens == MAX_NEW
+
+
+def test_a_spec_run_cancelled_during_its_prefill_has_already_reported_its_selection(engine):
+    token = CancelToken()
+    seen = []
+    with pytest.raises(Cancelled):
+        for event in engine.stream(DOCUMENT, QUESTION, "spec", spec_settings(), cancel=token):
+            seen.append(event)
+            if isinstance(event, Progress) and event.stage == "prefill":
+                token.cancel()
+    selection = selection_of(seen)
+    n_tokens = engine.prepare(DOCUMENT, QUESTION, spec_settings()).n_tokens
+    assert selection.kept_chunks and len(selection.token_char_offsets) == n_tokens
+    assert not any(isinstance(e, (TokenGenerated, RunFinished)) for e in seen)
 
 
 def test_cancel_during_target_prefill(engine):

@@ -4,10 +4,10 @@ of the answer, on cases the lead was not chosen on?
 The lead (README, "Which attention to score, offline") was picked on the fidelity and dev suites. This
 asks cases neither holds: the long code-base suite (54K tokens: the draft reads it in segments) and the
 48K needle haystack with its five facts. Each case is scored by the engine in a session, once per first
-layer: a SpecPrefill run up to its selection, then cancelled. The engine reports a run's selection with
-its answer, after the target's prefill, so each case also pays that prefill (about 260 s of the 290-310 s
-a case took in stop 25); the session keeps the draft's segments, so after the first pass each draft
-score costs the question only. The chunk scores are then
+layer: a SpecPrefill run up to its selection, then cancelled. The engine reports a selection before the
+target's prefill, so a case pays the draft only (in stop 25, when the selection came with the answer,
+the target's prefill was about 260 s of the 290-310 s a case took); the session keeps the draft's
+segments, so after the first pass each draft score costs the question only. The chunk scores are then
 cut at each keep (select_chunks, as the engine does, up to what fits the window) and the answer checked:
 a place counts as kept when at least half of its tokens are.
 
@@ -59,8 +59,8 @@ def answer_files(suite: Path) -> dict[str, str]:
 
 
 def selection_of(engine: Engine, session: DocumentSession, question: str, settings: RunSettings):
-    """The SpecPrefill run's selection, the run cancelled once it is reported (after the target's prefill
-    and answer); and the seconds it took."""
+    """The SpecPrefill run's selection, the run cancelled once it is reported (before the target's
+    prefill); and the seconds it took."""
     cancel, selection, t0 = CancelToken(), None, time.perf_counter()
     try:
         for event in engine.ask(session, question, "spec", settings, cancel):
