@@ -49,7 +49,8 @@ CODE_SUITE = ROOT / "resources/eval/codebase-long.jsonl"
 NEEDLE_DOCS = [ROOT / "resources/samples/docs" / name
                for name in ("R-intro.pdf", "mpfi.pdf", "xfig-howto.pdf", "mpich-user-guide.pdf")]
 NEEDLE_TOKENS = 49152
-BASE = RunSettings(keep=0.2, coverage="off", background_prefill=False, max_new_tokens=256)
+# Scores alone: named files would put the answer's file first whatever the layers score.
+BASE = RunSettings(keep=0.2, coverage="off", named_files="off", background_prefill=False, max_new_tokens=256)
 
 
 def answer_files(suite: Path) -> dict[str, str]:
