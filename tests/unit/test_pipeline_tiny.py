@@ -321,14 +321,20 @@ def test_a_later_first_scored_layer_scores_the_same_chunks_differently(engine):
     assert not np.allclose(later.chunk_scores, every.chunk_scores)
 
 
-def test_cancel_during_draft_scoring_then_the_next_run_works(engine):
+def events_until_cancelled(engine, mode: str, stage: str) -> list:
+    """The events of a run cancelled at its first progress in `stage`; the run must end Cancelled."""
     token = CancelToken()
     seen = []
     with pytest.raises(Cancelled):
-        for event in engine.stream(DOCUMENT, QUESTION, "spec", spec_settings(), cancel=token):
+        for event in engine.stream(DOCUMENT, QUESTION, mode, spec_settings(), cancel=token):
             seen.append(event)
-            if isinstance(event, Progress) and event.stage == "draft":
+            if isinstance(event, Progress) and event.stage == stage:
                 token.cancel()
+    return seen
+
+
+def test_cancel_during_draft_scoring_then_the_next_run_works(engine):
+    seen = events_until_cancelled(engine, "spec", "draft")
     assert any(isinstance(e, Progress) and e.stage == "draft" for e in seen)
     assert not any(isinstance(e, (TokenGenerated, RunFinished, SelectionMade)) for e in seen)
     assert not any(isinstance(e, StageChanged) and e.stage == "prefill" for e in seen)
@@ -339,13 +345,7 @@ def test_cancel_during_draft_scoring_then_the_next_run_works(engine):
 
 
 def test_a_spec_run_cancelled_during_its_prefill_has_already_reported_its_selection(engine):
-    token = CancelToken()
-    seen = []
-    with pytest.raises(Cancelled):
-        for event in engine.stream(DOCUMENT, QUESTION, "spec", spec_settings(), cancel=token):
-            seen.append(event)
-            if isinstance(event, Progress) and event.stage == "prefill":
-                token.cancel()
+    seen = events_until_cancelled(engine, "spec", "prefill")
     selection = selection_of(seen)
     n_tokens = engine.prepare(DOCUMENT, QUESTION, spec_settings()).n_tokens
     assert selection.kept_chunks and len(selection.token_char_offsets) == n_tokens
@@ -353,10 +353,7 @@ def test_a_spec_run_cancelled_during_its_prefill_has_already_reported_its_select
 
 
 def test_cancel_during_target_prefill(engine):
-    token = CancelToken()
-    with pytest.raises(Cancelled):
-        for event in engine.stream(DOCUMENT, QUESTION, "baseline", spec_settings(), cancel=token):
-            if isinstance(event, Progress) and event.stage == "prefill":
-                token.cancel()
+    seen = events_until_cancelled(engine, "baseline", "prefill")
+    assert any(isinstance(e, Progress) and e.stage == "prefill" for e in seen)
     events = list(engine.stream(DOCUMENT, QUESTION, "baseline", spec_settings()))
     assert finished(events, "baseline").generated_tokens == MAX_NEW
