@@ -37,7 +37,7 @@ from engine.core.formatting import (MISSING, format_count, format_duration, form
                                     format_seconds)
 from engine.core.settings import RunSettings
 from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbEvent, AbFinished, AbProgress, AbRunDone,
-                            parse_keeps, run_suite, settings_record)
+                            keep_setting, parse_keeps, run_suite, settings_record)
 from engine.eval.journal import JournalHeader, append_case, default_journal_path, read_journal, start_journal
 from engine.eval.report import write_csv, write_html
 from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunSummary, accuracy_text, run_label, run_notes
@@ -75,7 +75,7 @@ def command(args, cancel: CancelToken) -> int:
     # Everything that can be checked without the models is checked before loading them.
     keeps = parse_keeps(args.keep)
     cases = only_kinds(load_suite(args.suite), args.only)
-    settings = run_settings_from(args, keep=float(keeps[0]))  # each SpecPrefill run sets its own keep
+    settings = run_settings_from(args, keep=keep_setting(keeps[0]))  # each SpecPrefill run sets its own keep
     for out in (args.report, args.csv):
         if out is not None:
             require_writable_folder(out)

@@ -135,6 +135,11 @@ def _check_keep(keep: str) -> None:
         raise AbError(str(e)) from None
 
 
+def keep_setting(keep: str) -> float | str:
+    """A keep as typed, as RunSettings takes it: auto as it is, a fraction as a number."""
+    return keep if keep == AUTO_KEEP else float(keep)
+
+
 def _number(text: str) -> int | float:
     try:
         return int(text)
@@ -285,7 +290,7 @@ class _CaseRunner:
             # The baseline is the full prefill a user gets without SpecPrefill: a document longer than
             # the window is cut to fit (its result says "truncated"), so the case is compared, not lost.
             return replace(self.settings, truncate=True)
-        return replace(self.settings, keep=keep if keep == AUTO_KEEP else float(keep))
+        return replace(self.settings, keep=keep_setting(keep))
 
 
 def _mode(keep: str | None) -> str:

@@ -10,8 +10,10 @@ import base64
 import csv
 import io
 from html import escape
+from operator import attrgetter
 
 from engine.core.atomic import write_text_atomic
+from engine.core.settings import AUTO_KEEP
 from engine.core.formatting import MISSING, format_count, format_percent, format_ratio, format_seconds
 from engine.eval.results import (CACHED, FIT_FIELDS, AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary,
                                  Summary, accuracy_text, cached_note, fit_note, run_label)
@@ -268,9 +270,8 @@ def quality_plot_png(summary: Summary) -> str:
     fig, ax = _new_axes("Answer quality vs keep", "share")
     if overall.baseline.accuracy is not None:
         ax.axhline(overall.baseline.accuracy, color=BASELINE_COLOR, linestyle="--", label="baseline accuracy")
-    _plot_series(ax, keeps, [spec[k].accuracy for k in keeps], SPEC_COLOR, "-", "SpecPrefill accuracy")
-    _plot_series(ax, keeps, [spec[k].agreement for k in keeps], AGREEMENT_COLOR, ":",
-                 "agreement with baseline (ROUGE-L)")
+    _plot_series(ax, spec, keeps, attrgetter("accuracy"), SPEC_COLOR, "-", "SpecPrefill accuracy")
+    _plot_series(ax, spec, keeps, attrgetter("agreement"), AGREEMENT_COLOR, ":", "agreement with baseline (ROUGE-L)")
     ax.set_ylim(0, 1.05)
     return _finish(fig, ax, keeps)
 
@@ -282,9 +283,10 @@ def ttft_plot_png(summary: Summary) -> str:
     fig, ax = _new_axes("Mean TTFT vs keep", "seconds")
     if overall.baseline.mean_ttft_s is not None:
         ax.axhline(overall.baseline.mean_ttft_s, color=BASELINE_COLOR, linestyle="--", label="baseline")
-    _plot_series(ax, keeps, [spec[k].mean_ttft_s for k in keeps], SPEC_COLOR, "-", "SpecPrefill")
-    _plot_series(ax, keeps, [spec[k].mean_draft_s for k in keeps], SPEC_COLOR, ":",
-                 "draft scoring (part of TTFT)")
+    _plot_series(ax, spec, keeps, attrgetter("mean_ttft_s"), SPEC_COLOR, "-", "SpecPrefill")
+    _plot_series(ax, spec, keeps, attrgetter("mean_draft_s"), SPEC_COLOR, ":", "draft scoring (part of TTFT)")
+    # --reuse-cache: a case's later keeps reuse its draft pass, so they have cached TTFTs only.
+    _plot_series(ax, spec, keeps, attrgetter("cached_mean_ttft_s"), SPEC_COLOR, "--", "SpecPrefill, draft cached")
     ax.set_ylim(bottom=0)
     return _finish(fig, ax, keeps)
 
@@ -303,15 +305,29 @@ def _new_axes(title: str, ylabel: str):
     return fig, ax
 
 
-def _plot_series(ax, keeps: list[str], values: list[float | None], color: str, style: str, label: str) -> None:
-    points = [(float(k), v) for k, v in zip(keeps, values) if v is not None]
+def _plot_series(ax, spec: dict[str, RunSummary], keeps: list[str], value_of, color: str, style: str,
+                 label: str) -> None:
+    """The fixed keeps as a line; keep auto as a star at the share it kept on average."""
+    points = [(float(k), value_of(spec[k])) for k in _fixed_keeps(keeps)]
+    points = [(x, y) for x, y in points if y is not None]
     if points:
         xs, ys = zip(*sorted(points))
         ax.plot(xs, ys, marker="o", color=color, linestyle=style, label=label)
+    if AUTO_KEEP in keeps:
+        x, y = spec[AUTO_KEEP].mean_kept_fraction, value_of(spec[AUTO_KEEP])
+        if x is not None and y is not None:
+            ax.plot([x], [y], marker="*", markersize=12, color=color, linestyle="none",
+                    label=None if points else label)
+            ax.annotate(AUTO_KEEP, (x, y), textcoords="offset points", xytext=(6, 4), fontsize="small", color=color)
+
+
+def _fixed_keeps(keeps: list[str]) -> list[str]:
+    return [k for k in keeps if k != AUTO_KEEP]
 
 
 def _finish(fig, ax, keeps: list[str]) -> str:
-    ax.set_xticks([float(k) for k in keeps], labels=keeps)
+    fixed = _fixed_keeps(keeps)
+    ax.set_xticks([float(k) for k in fixed], labels=fixed)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
     buf = io.BytesIO()

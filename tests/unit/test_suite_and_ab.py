@@ -29,6 +29,7 @@ from engine.core.cancel import NEVER
 from engine.core.errors import Cancelled, ContextOverflowError, SpecPrefillError
 from engine.core.events import RunFinished, RunResult, StageChanged
 from engine.eval.journal import JournalHeader, append_case, read_journal, start_journal
+from engine.eval import report as report_module
 from engine.eval.report import render_csv, render_html, write_csv
 from engine.eval.results import AbReport
 from engine.core.settings import RunSettings
@@ -47,8 +48,12 @@ SCRIPT = {
     ("summary?", "baseline"): ("a guide to mpich", 30.0),
     ("summary?", "0.1"): ("a guide to mpich", 6.0),
     ("summary?", "0.5"): ("totally unrelated words", 8.0),
+    ("grid?", "auto"): ("Sixteen divisions", 3.0),
+    ("etchant?", "auto"): ("ferric chloride", 5.0),
+    ("summary?", "auto"): ("a guide to mpich", 7.0),
 }
 KEEPS = ["0.1", "0.5"]
+AUTO_KEPT = 0.25  # what the fake's keep auto keeps
 PROMPT_TOKENS = 1000
 
 
@@ -97,16 +102,17 @@ class FakeEngine:
         if mode == "baseline" or key in self.bypass_keeps:
             return RunResult(**common, prefill_tokens=PROMPT_TOKENS, target_prefill_s=ttft - 0.2,
                              bypassed=mode == "spec", bypass_reason="below threshold" if mode == "spec" else "")
-        keep = float(key)
+        keep = AUTO_KEPT if key == "auto" else float(key)
         return RunResult(**common, prefill_tokens=int(PROMPT_TOKENS * keep), target_prefill_s=ttft - 1.0,
-                         draft_s=0.8, select_s=0.01, kept_fraction=keep, positions="restore")
+                         draft_s=0.8, select_s=0.01, kept_fraction=keep, positions="restore",
+                         keep_reason="the relevant text is spread" if key == "auto" else "")
 
     def close(self):
         self.closed = True
 
 
-def _typed_keep(value: float) -> str:
-    return next(k for k in KEEPS if float(k) == value)
+def _typed_keep(value: float | str) -> str:
+    return value if value == "auto" else next(k for k in KEEPS if float(k) == value)
 
 
 # -- suite files -------------------------------------------------------------------------
@@ -392,6 +398,30 @@ def test_html_report_embeds_plots_and_escapes_answers(report):
     assert "✓ correct" in page and "✗ incorrect" in page
     assert "http://" not in page and "https://" not in page  # nothing external
     assert "keep 0.1" in page and "fake target" in page
+
+
+def test_ab_command_with_keep_auto_first_writes_its_report(suite_path, tmp_path, fake_loader, capsys):
+    html = tmp_path / "ab.html"
+    args = parse_ab("--suite", str(suite_path), "--keep", "auto,0.1", "--force", "--json", "--report", str(html))
+    assert cmd_ab(args, NEVER) == 0
+    spec = json.loads(capsys.readouterr().out)["summary"]["spec"]
+    assert list(spec) == ["auto", "0.1"] and spec["auto"]["mean_kept_fraction"] == AUTO_KEPT
+    page = html.read_text()
+    assert page.count("data:image/png;base64,") == 2 and "keep auto" in page
+
+
+def test_plots_put_keep_auto_at_the_share_it_kept(suite_path, monkeypatch):
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), [*KEEPS, "auto"], RunSettings())
+    drawn = []
+    monkeypatch.setattr(report_module, "_finish", lambda fig, ax, keeps: drawn.append(ax) or "")
+    report_module.quality_plot_png(report.summary)
+    report_module.ttft_plot_png(report.summary)
+    for ax in drawn:
+        stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
+        assert stars and all(list(line.get_xdata()) == [AUTO_KEPT] for line in stars)
+        assert [text.get_text() for text in ax.texts] == ["auto"] * len(stars)
+    accuracy_star = next(line for line in drawn[0].get_lines() if line.get_marker() == "*")
+    assert list(accuracy_star.get_ydata()) == [report.summary.overall.spec["auto"].accuracy]
 
 
 def test_html_report_reads_accuracy_as_the_cli_does(report):
