@@ -18,9 +18,9 @@ RUNS_COLOR, BYPASSED_COLOR = "#1b5e20", "#8a5300"
 
 
 def describe_parts(document: Document) -> str:
-    """"12 pages", "48 files" or "1 text file"."""
+    """"12 pages", "48 files", "6 sections" (a text file's, by its headings) or "1 text file"."""
     n = len(document.segments)
-    noun = {"pdf": "page", "folder": "file"}.get(document.kind, "text file")
+    noun = {"pdf": "page", "folder": "file"}.get(document.kind, "section" if n > 1 else "text file")
     return f"{format_count(n)} {noun}{'' if n == 1 else 's'}"
 
 

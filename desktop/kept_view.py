@@ -1,6 +1,6 @@
 """The kept-token view: the document with kept chunks shaded by importance.
 
-Left: pages or files (click to jump). Centre: the text, highlighted, or only
+Left: pages, sections or files (click to jump). Centre: the text, highlighted, or only
 what the draft dropped. Right: a minimap of the whole document.
 
 A document may hold 32 M characters, so the GUI thread's work is bounded whatever its size:

@@ -41,7 +41,7 @@ class SelectionLayout:
     span_starts: list[int]  # spans[i].start, for bisection
     kept: list[Range]  # merged
     dropped: list[Range]
-    coverage: list[float]  # per segment (page or file): the share kept
+    coverage: list[float]  # per segment (page, section or file): the share kept
     kept_chars: int
     kept_chunks: int
     protected_chunks: int
@@ -144,7 +144,7 @@ def complement(ranges: Sequence[Range], length: int) -> list[Range]:
 
 
 def segment_coverage(ranges: Sequence[Range], spans: Sequence[Range]) -> list[float]:
-    """For each span (a page or file), the share the merged `ranges` cover."""
+    """For each span (a page, section or file), the share the merged `ranges` cover."""
     ends = [r[1] for r in ranges]
     return [_covered(ranges, ends, start, end) for start, end in spans]
 

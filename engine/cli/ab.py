@@ -56,6 +56,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         f"from the draft's scores) (default {DEFAULT_KEEPS})")
     p.add_argument("--only", metavar="KIND[,KIND]", default=None,
                    help="run only the cases of these kinds (a full suite takes hours on a CPU: run it in parts)")
+    p.add_argument("--cases", metavar="ID[,ID]", default=None,
+                   help="run only the cases with these ids (after --only): re-measure a few after a change")
     p.add_argument("--json", action="store_true", help="print one JSON object {summary, cases, environment}")
     p.add_argument("--report", type=path_arg, metavar="OUT.html", help="write a self-contained HTML report")
     p.add_argument("--csv", type=path_arg, metavar="OUT.csv", help="write one CSV row per case and run")
@@ -74,7 +76,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def command(args, cancel: CancelToken) -> int:
     # Everything that can be checked without the models is checked before loading them.
     keeps = parse_keeps(args.keep)
-    cases = only_kinds(load_suite(args.suite), args.only)
+    cases = only_ids(only_kinds(load_suite(args.suite), args.only), args.cases)
     settings = run_settings_from(args, keep=keep_setting(keeps[0]))  # each SpecPrefill run sets its own keep
     for out in (args.report, args.csv):
         if out is not None:
@@ -108,6 +110,18 @@ def only_kinds(cases: list[Case], only: str | None) -> list[Case]:
     if not wanted or missing:
         raise AbError(f"no case of kind {(missing or [only])[0]!r} in the suite (its kinds: {', '.join(present)})")
     return [case for case in cases if case.kind in wanted]
+
+
+def only_ids(cases: list[Case], ids: str | None) -> list[Case]:
+    """The cases with the listed ids, in suite order (all without a list); an id not among `cases` is refused."""
+    if ids is None:
+        return cases
+    wanted = [case_id.strip() for case_id in ids.split(",") if case_id.strip()]
+    present = {case.id for case in cases}
+    missing = [case_id for case_id in wanted if case_id not in present]
+    if not wanted or missing:
+        raise AbError(f"no case with id {(missing or [ids])[0]!r} among the cases to run (see --only)")
+    return [case for case in cases if case.id in wanted]
 
 
 def require_writable_folder(path: Path) -> None:

@@ -100,7 +100,7 @@ class RunResult:
     fit: str = "fits"
     seen_fraction: float = 1.0  # the share of the document's tokens the target saw
     keep_reason: str = ""  # why keep=auto chose kept_fraction's keep ("" for a fixed keep)
-    covered_parts: int = 0  # pages or files the selection covered first (0: coverage off)
+    covered_parts: int = 0  # pages, sections or files the selection covered first (0: coverage off)
     focused_parts: list[str] = field(default_factory=list)  # definitions and files the question names, kept first
 
     SPEC_ONLY = ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason",

@@ -209,8 +209,9 @@ class RunSettings:
     coverage: Coverage = setting(
         "auto", choices=get_args(Coverage), label="Coverage",
         choice_labels=(("auto", "Auto (broad questions)"), ("on", "Always"), ("off", "Off")),
-        help="give every page of a PDF and every file of a folder a share of the kept chunks before the "
-             "top-scored ones fill the rest (auto: for broad questions, such as summaries)")
+        help="give every page of a PDF, every section of a text file (by its headings) and every file of a "
+             "folder a share of the kept chunks before the top-scored ones fill the rest (auto: for broad "
+             "questions, such as summaries)")
     named_files: NamedFiles = setting(
         "auto", choices=get_args(NamedFiles), label="Files and definitions named in the question",
         choice_labels=(("auto", "Keep their best chunks first"), ("off", "Draft's scores only")),

@@ -115,7 +115,7 @@ def plan_selection(importance: np.ndarray, chunk_size: int, keep: float, tail_st
     """Chunk scores, protected chunks, kept chunks and kept token indices for one prompt; with
     `max_tokens`, the kept chunks hold at most that many tokens (a chunk holds chunk_size at most);
     with `definitions` and `focus` (token ranges of named definitions and files), their best chunks
-    come first; with `parts` (token ranges of pages or files), each part is covered (select_chunks)."""
+    come first; with `parts` (token ranges of pages, sections or files), each part is covered (select_chunks)."""
     scores = chunk_scores(importance, chunk_size)
     protected = protected_chunks(len(importance), chunk_size, tail_start)
     max_chunks = None if max_tokens is None else max_tokens // chunk_size

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Literal
 
 DocKind = Literal["pdf", "text", "folder"]
-SegmentKind = Literal["page", "file", "text"]
+SegmentKind = Literal["page", "file", "section", "text"]
 
 
 @dataclass(frozen=True)
 class Segment:
-    """A page of a PDF or a file of a folder, as a span of Document.text."""
+    """A page of a PDF, a file of a folder or a section of a text file, as a span of Document.text."""
 
-    label: str  # "page 3" or "src/pkg/mod.py"
+    label: str  # "page 3", "src/pkg/mod.py" or a section's heading
     kind: SegmentKind
     start: int  # char offset in Document.text, inclusive
     end: int  # exclusive

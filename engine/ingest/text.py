@@ -7,7 +7,8 @@ from pathlib import Path
 from engine.core.cancel import CancelToken
 from engine.core.errors import IngestError
 from engine.ingest._common import Progress, clean_text, decode_bytes, human_bytes, token
-from engine.ingest.document import Document, Segment
+from engine.ingest.document import Document
+from engine.ingest.sections import text_sections
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
@@ -19,7 +20,7 @@ def load_text(
     progress: Progress | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Document:
-    """Read one text file as a single segment."""
+    """Read one text file: one segment per section (by its headings), else one for the whole file."""
     cancel = token(cancel)
     path = Path(path)
     cancel.raise_if_cancelled()
@@ -48,6 +49,6 @@ def load_text(
         path=path,
         kind="text",
         text=text,
-        segments=[Segment(path.name, "text", 0, len(text))],
+        segments=text_sections(text, path.name),
         warnings=warnings,
     )

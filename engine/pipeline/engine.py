@@ -212,7 +212,7 @@ class _Request:
     cancel: CancelToken
     t0: float
     tokenize_s: float
-    segments: tuple[Segment, ...] = ()  # the document's pages or files, for coverage
+    segments: tuple[Segment, ...] = ()  # the document's pages, sections or files, for coverage
 
     def result_fields(self) -> dict:
         """The RunResult fields every run of this request shares."""

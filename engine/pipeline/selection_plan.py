@@ -26,7 +26,7 @@ class SelectionPlan:
     kept_idx: np.ndarray  # token indices, ascending
     keep: float  # the keep that ran (auto's choice, or the fixed one)
     keep_reason: str  # why auto chose it; "" for a fixed keep
-    covered_parts: int  # pages or files covered first; 0 when coverage was off
+    covered_parts: int  # pages, sections or files covered first; 0 when coverage was off
     focused_parts: tuple[str, ...] = ()  # the definitions and files the question names, kept first
 
 
@@ -67,7 +67,7 @@ Labelled = tuple[tuple[str, tuple[int, int]], ...]  # (label, token range [a, b)
 
 @dataclass(frozen=True)
 class WantedParts:
-    """What one request's selection covers (pages or files, for a question that wants coverage) and keeps
+    """What one request's selection covers (pages, sections or files, for a question that wants coverage) and keeps
     first (the files and definitions the question names), in the document's chars."""
 
     covered: Sequence[Segment] = ()

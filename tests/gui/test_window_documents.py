@@ -177,6 +177,19 @@ def test_real_ingest_reads_a_code_folder(make_window, qtbot, code_folder):
     assert {"pkg/parser.py", "pkg/retry.py"} <= labels
 
 
+def test_a_markdown_file_is_listed_by_its_sections(make_window, qtbot, tmp_path):
+    """The engine's loader splits a text file by its headings; the window counts and lists the sections."""
+    body = "A paragraph about this part of the guide, long enough to stand alone. " * 40
+    path = tmp_path / "guide.md"
+    path.write_text(f"# Install\n\n{body}\n\n# Use\n\n{body}\n\n# Configure\n\n{body}\n", encoding="utf-8")
+    window = make_window(loader=load_real_document)
+    window.open_path(str(path))
+    wait_loaded(qtbot, window, "guide.md")
+    qtbot.waitUntil(lambda: window.kept_view.segments.count() == 3, timeout=3000)
+    assert "3 sections" in window.doc_info.details.text()
+    assert [window.kept_view.segments.item(i).text() for i in range(3)] == ["Install", "Use", "Configure"]
+
+
 def slow_loader(delay_s: float):
     """The fake loader, but each page takes `delay_s` (honouring cancel meanwhile)."""
     def load(path, *, password=None, cancel=None, progress=None):

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.cli.ab import only_kinds
+from engine.cli.ab import only_ids, only_kinds
 from engine.core.events import RunFinished
 from engine.core.settings import RunSettings
 from engine.eval.ab import AbError, run_suite
@@ -83,6 +83,16 @@ def test_only_runs_the_kinds_asked_for_and_names_the_suites_kinds(suite):
     assert only_kinds(cases, None) == cases
     with pytest.raises(AbError, match=r"no case of kind 'count' in the suite \(its kinds: fact, number, summary\)"):
         only_kinds(cases, "number,count")
+
+
+def test_cases_runs_the_ids_asked_for_in_suite_order_and_refuses_an_unknown_one(suite):
+    cases = load_suite(suite)
+    assert [c.id for c in only_ids(cases, "summary, grid")] == ["grid", "summary"]
+    assert only_ids(cases, None) == cases
+    with pytest.raises(AbError, match=r"no case with id 'gird' among the cases to run"):
+        only_ids(cases, "grid,gird")
+    with pytest.raises(AbError, match=r"no case with id 'grid' among the cases to run \(see --only\)"):
+        only_ids(only_kinds(cases, "summary"), "grid")
 
 
 def test_auto_runs_beside_fixed_keeps_and_is_summarized_under_its_name(suite):
