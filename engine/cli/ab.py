@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from engine.cli.loading import load_engine
-from engine.cli.options import add_model_options, add_run_options, path_arg, run_settings_from
+from engine.cli.options import add_model_options, add_run_options, comma_items, path_arg, run_settings_from
 from engine.core.cancel import CancelToken
 from engine.core.formatting import (MISSING, format_count, format_duration, format_percent, format_ratio,
                                     format_seconds)
@@ -104,7 +104,7 @@ def only_kinds(cases: list[Case], only: str | None) -> list[Case]:
     """The cases of the listed kinds (all without a list); a kind the suite lacks is refused, naming those it has."""
     if only is None:
         return cases
-    wanted = [kind.strip() for kind in only.split(",") if kind.strip()]
+    wanted = comma_items(only)
     present = sorted({case.kind for case in cases})
     missing = [kind for kind in wanted if kind not in present]
     if not wanted or missing:
@@ -116,7 +116,7 @@ def only_ids(cases: list[Case], ids: str | None) -> list[Case]:
     """The cases with the listed ids, in suite order (all without a list); an id not among `cases` is refused."""
     if ids is None:
         return cases
-    wanted = [case_id.strip() for case_id in ids.split(",") if case_id.strip()]
+    wanted = comma_items(ids)
     present = {case.id for case in cases}
     missing = [case_id for case_id in wanted if case_id not in present]
     if not wanted or missing:

@@ -7,7 +7,8 @@ import json
 import sys
 
 from engine.cli.loading import load_engine
-from engine.cli.options import add_model_options, add_run_options, int_list, path_arg, run_settings_from
+from engine.cli.options import (add_model_options, add_run_options, int_list, integers, path_arg,
+                                run_settings_from)
 from engine.core.cancel import CancelToken
 from engine.core.errors import SettingsError
 from engine.eval.needles import (DEPTHS, DRAFT_READS, as_json, ask_needle, ask_needles_together, draft_keeps_needle,
@@ -16,17 +17,10 @@ from engine.ingest import load_document
 
 
 def _depths(value: str) -> list[int]:
-    depths = _integers(value)
+    depths = integers(value)
     if not depths or min(depths) < 0 or max(depths) > 100:
         raise argparse.ArgumentTypeError(f"depths are percentages of the text, 0..100; got {value!r}")
     return depths
-
-
-def _integers(value: str) -> list[int]:
-    try:
-        return [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

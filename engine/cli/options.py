@@ -109,12 +109,22 @@ def run_settings_from(args: argparse.Namespace, **overrides: Any) -> RunSettings
     return settings_from(args, RunSettings, **overrides)
 
 
-def int_list(value: str) -> list[int]:
-    """'2048,4096' -> [2048, 4096]: prompt lengths of at least 64 tokens."""
+def comma_items(value: str) -> list[str]:
+    """'a, b,,c' -> ['a', 'b', 'c']: the non-empty items of a comma-separated option."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def integers(value: str) -> list[int]:
+    """'2048,4096' -> [2048, 4096]; anything else than integers is an argparse error."""
     try:
-        items = [int(v) for v in value.split(",") if v.strip()]
+        return [int(item) for item in comma_items(value)]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
+
+
+def int_list(value: str) -> list[int]:
+    """'2048,4096' -> [2048, 4096]: prompt lengths of at least 64 tokens."""
+    items = integers(value)
     if not items or min(items) < 64:
         raise argparse.ArgumentTypeError(f"lengths must be integers of at least 64, got {value!r}")
     return items

@@ -1,8 +1,13 @@
 """CLI contract: usage and input errors are one line on stderr with exit code 2."""
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from engine.cli.options import comma_items, int_list, integers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,3 +42,13 @@ def test_keep_out_of_range(tmp_path):
 
 def test_unknown_positions_mode():
     assert_one_line_error(run_cli("run", "--doc", "x", "--question", "q", "--positions", "gap"), "positions")
+
+
+def test_comma_lists_drop_blanks_and_refuse_non_integers():
+    assert comma_items(" summary, count,,") == ["summary", "count"]
+    assert integers("10, 50,") == [10, 50]
+    assert int_list("2048,4096") == [2048, 4096]
+    with pytest.raises(argparse.ArgumentTypeError, match="comma-separated integers"):
+        integers("10,half")
+    with pytest.raises(argparse.ArgumentTypeError, match="at least 64"):
+        int_list("32")
