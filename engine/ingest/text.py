@@ -49,6 +49,6 @@ def load_text(
         path=path,
         kind="text",
         text=text,
-        segments=text_sections(text, path.name),
+        segments=text_sections(text, path.name, cancel),
         warnings=warnings,
     )

@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.core.cancel import CancelToken
+from engine.core.errors import Cancelled
 from engine.core.settings import RunSettings
 from engine.ingest import load_document
 from engine.ingest.sections import MIN_SECTION_CHARS, markdown_headings, text_sections, underlined_titles
@@ -65,6 +67,28 @@ def test_sections_tile_the_whole_text_and_each_is_long_enough(layout):
         assert all(a.end == b.start for a, b in zip(sections, sections[1:]))
         if len(sections) > 1:
             assert all(s.end - s.start >= MIN_SECTION_CHARS for s in sections)
+
+
+MARKDOWN_BLOCKS = [
+    "# Atx title\n", "Setext title\n===\n", "Setext two\n---\n", "a paragraph line\nand its lazy second\n",
+    "```\n# not a heading\n\n# nor this\n```\n", "    # indented code, no heading\n", "- a list\n\n  # heading in a list\n",
+    "> # quoted heading\n> more\n", "\n", "<div>\n# html block\n</div>\n",
+]
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.lists(st.sampled_from(MARKDOWN_BLOCKS), max_size=30), st.integers(1, 6))
+def test_markdown_read_in_pieces_finds_the_headings_a_whole_parse_finds(blocks, piece_lines):
+    text = "".join(blocks)
+    assert markdown_headings(text, piece_lines=piece_lines) == markdown_headings(text, piece_lines=10**9)
+
+
+def test_a_cancel_stops_finding_sections():
+    cancel = CancelToken()
+    cancel.cancel()
+    for name in ("big.md", "big.rst"):
+        with pytest.raises(Cancelled):
+            text_sections(f"# A\n\n{BODY}\n" * 3, name, cancel)
 
 
 def test_a_loaded_markdown_file_has_sections_that_a_summary_covers(tmp_path):
