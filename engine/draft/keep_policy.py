@@ -4,8 +4,8 @@ A look-up question puts the draft's attention on a few chunks; a summary or a co
 spreads it over the document. The spread is measured as the share of the free chunks (not the
 always-kept first and question chunks) that hold most of the score mass above the median, and
 mapped linearly onto [floor, ceiling]. A question worded as a broad one (summarize, how many,
-list all) gets the ceiling whatever its scores, since a single look-ahead reads what such a
-question needs least well.
+list all) gets a fixed broad keep whatever its scores, since a single look-ahead reads what such a
+question needs least well; coverage then spreads that keep over the document's parts.
 """
 
 from __future__ import annotations
@@ -54,11 +54,12 @@ def score_spread(chunk_scores: np.ndarray, protected: list[int]) -> float:
 
 
 def choose_keep(chunk_scores: np.ndarray, protected: list[int], question: str, floor: float,
-                ceiling: float) -> KeepChoice:
-    """The keep for this question: the ceiling for a broad question, else from the scores' spread."""
+                ceiling: float, *, broad_keep: float) -> KeepChoice:
+    """The keep for this question: `broad_keep` for a broad question, else from the scores' spread."""
     spread = score_spread(chunk_scores, protected)
     if is_broad_question(question):
-        return KeepChoice(ceiling, "a broad question: it needs the whole document", True, spread)
+        return KeepChoice(broad_keep, "a broad question: every part of the document gets a share", True,
+                          spread)
     t = min(max((spread - SPREAD_LOW) / (SPREAD_HIGH - SPREAD_LOW), 0.0), 1.0)
     keep = round(floor + t * (ceiling - floor), 3)
     if t == 0.0:

@@ -113,7 +113,8 @@ for doc_path, doc_cases in by_doc.items():
         parts = segment_token_parts(doc.segments, offsets, doc_start, prompt.doc_token_span)
         scores = chunk_scores(score.importance, base.chunk_size)
         prot = protected_chunks(prompt.n_tokens, base.chunk_size, prompt.tail_start)
-        choice = choose_keep(scores, prot, case.question, 0.1, 0.4)
+        # The policy this probe measured (stop 31): broad questions at the ceiling.
+        choice = choose_keep(scores, prot, case.question, 0.1, 0.4, broad_keep=0.4)
         row = dict(id=case.id, kind=case.kind, doc=Path(case.doc).name, tokens=prompt.n_tokens, spread=round(choice.spread, 4),
                    auto_keep=choice.keep, broad=choice.broad, draft_s=round(draft_s, 1), parts=len(parts))
         points = case.key_points or ([case.answers] if case.answers else [])

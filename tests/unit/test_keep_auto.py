@@ -13,7 +13,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from engine.cli.options import OneLineParser, add_run_options, run_settings_from
 from engine.core.errors import SettingsError
 from engine.core.events import RunFinished, RunResult, SelectionMade
-from engine.core.settings import AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, RunSettings, nominal_keep
+from engine.core.settings import AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, RunSettings, nominal_keep
 from engine.draft.keep_policy import choose_keep, is_broad_question, score_spread
 from engine.draft.selection import chunk_parts, coverage_picks, select_chunks
 from engine.eval.ab import AbError, parse_keeps
@@ -25,6 +25,10 @@ from tests.fixtures.kept_parts import kept_segment_labels
 FLOOR, CEILING = AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING
 
 
+def choose(scores: np.ndarray, question: str):
+    return choose_keep(scores, [0], question, FLOOR, CEILING, broad_keep=AUTO_KEEP_BROAD)
+
+
 def peaked(n: int = 200, peak: slice = slice(50, 53)) -> np.ndarray:
     scores = np.full(n, 1.0) + np.linspace(0, 0.001, n)  # nearly flat, no ties
     scores[peak] += 5.0
@@ -34,14 +38,14 @@ def peaked(n: int = 200, peak: slice = slice(50, 53)) -> np.ndarray:
 # -- the keep from the scores ---------------------------------------------------------------------
 
 def test_one_standout_region_is_concentrated_and_keeps_the_floor():
-    choice = choose_keep(peaked(), [0], "Which signal requests a checkpoint?", FLOOR, CEILING)
+    choice = choose(peaked(), "Which signal requests a checkpoint?")
     assert choice.spread == pytest.approx(3 / 199, abs=0.01)  # 3 of the 199 free chunks hold the mass
     assert (choice.keep, choice.reason, choice.broad) == (FLOOR, "the relevant text is concentrated", False)
 
 
 def test_scores_spread_evenly_keep_the_ceiling():
     scores = np.tile([1.0, 2.0], 100)  # half the chunks stand out equally: the mass is spread
-    choice = choose_keep(scores, [0], "Which value?", FLOOR, CEILING)
+    choice = choose(scores, "Which value?")
     assert choice.spread > 0.35 and choice.keep == CEILING
     assert choice.reason == "the relevant text is spread out"
 
@@ -56,7 +60,7 @@ def test_a_flat_row_counts_as_fully_spread_and_protected_chunks_are_ignored():
 @given(st.lists(st.floats(0, 1, allow_nan=False), min_size=2, max_size=300))
 @hsettings(max_examples=200, deadline=None)
 def test_the_keep_stays_between_floor_and_ceiling(values):
-    choice = choose_keep(np.array(values), [0], "What is it?", FLOOR, CEILING)
+    choice = choose(np.array(values), "What is it?")
     assert FLOOR <= choice.keep <= CEILING and 0.0 < choice.spread <= 1.0
 
 
@@ -72,9 +76,11 @@ def test_broad_questions_are_told_from_look_ups(question, broad):
     assert is_broad_question(question) is broad
 
 
-def test_a_broad_question_gets_the_ceiling_even_with_concentrated_scores():
-    choice = choose_keep(peaked(), [0], "Summarize what this document covers.", FLOOR, CEILING)
-    assert choice.keep == CEILING and choice.broad and "broad" in choice.reason
+def test_a_broad_question_gets_the_broad_keep_whatever_its_scores():
+    for scores in (peaked(), np.tile([1.0, 2.0], 100)):  # concentrated, then spread out
+        choice = choose(scores, "Summarize what this document covers.")
+        assert choice.keep == AUTO_KEEP_BROAD and choice.broad and "broad" in choice.reason
+    assert choose(peaked(), "Which value?").keep == FLOOR  # the same scores, a look-up: the floor
 
 
 # -- coverage ------------------------------------------------------------------------------------------
@@ -187,3 +193,11 @@ def test_a_summary_covers_every_page(engine):
     fixed = spec_result(engine, "Summarize what this document covers.", keep=0.1, coverage="off")
     assert fixed.covered_parts == 0
     assert json.loads(json.dumps(result.to_json()))["covered_parts"] == len(PAGES)
+
+
+def test_auto_keeps_the_broad_keep_for_a_summary_spread_over_every_page(engine):
+    result, pages = spec_run(engine, "Summarize what this document covers.", keep="auto")
+    assert "broad" in result.keep_reason and result.covered_parts == len(PAGES)
+    assert pages == set(range(len(PAGES)))
+    fixed = spec_result(engine, "Summarize what this document covers.", keep=AUTO_KEEP_BROAD)
+    assert result.kept_fraction == fixed.kept_fraction  # the same selection as the fixed broad keep
