@@ -58,8 +58,7 @@ def choose_keep(chunk_scores: np.ndarray, protected: list[int], question: str, f
     """The keep for this question: `broad_keep` for a broad question, else from the scores' spread."""
     spread = score_spread(chunk_scores, protected)
     if is_broad_question(question):
-        return KeepChoice(broad_keep, "a broad question: every part of the document gets a share", True,
-                          spread)
+        return KeepChoice(broad_keep, "a broad question, such as a summary", True, spread)
     t = min(max((spread - SPREAD_LOW) / (SPREAD_HIGH - SPREAD_LOW), 0.0), 1.0)
     keep = round(floor + t * (ceiling - floor), 3)
     if t == 0.0:
