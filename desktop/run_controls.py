@@ -37,8 +37,8 @@ class RunControls(QWidget):
         self.keep_auto.setObjectName("keepAuto")
         self.keep_auto.setToolTip("Let the draft's scores choose the keep for each question: less where the "
                                   "relevant text is concentrated, more where it is spread out; a summary or "
-                                  f"another whole-document question keeps {AUTO_KEEP_BROAD:.0%}, spread over "
-                                  "every part")
+                                  f"another whole-document question keeps {AUTO_KEEP_BROAD:.0%}, which coverage "
+                                  "spreads over every part")
         self.keep_auto.toggled.connect(self._on_keep_auto)
         self.positions = QComboBox()
         self.positions.setObjectName("positionMode")

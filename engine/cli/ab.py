@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.cli.loading import load_engine
@@ -102,26 +103,28 @@ def command(args, cancel: CancelToken) -> int:
 
 def only_kinds(cases: list[Case], only: str | None) -> list[Case]:
     """The cases of the listed kinds (all without a list); a kind the suite lacks is refused, naming those it has."""
-    if only is None:
-        return cases
-    wanted = comma_items(only)
-    present = sorted({case.kind for case in cases})
-    missing = [kind for kind in wanted if kind not in present]
-    if not wanted or missing:
-        raise AbError(f"no case of kind {(missing or [only])[0]!r} in the suite (its kinds: {', '.join(present)})")
-    return [case for case in cases if case.kind in wanted]
+    return only_listed(cases, only, "kind",
+                       lambda kind, kinds: f"no case of kind {kind!r} in the suite (its kinds: {', '.join(kinds)})")
 
 
 def only_ids(cases: list[Case], ids: str | None) -> list[Case]:
     """The cases with the listed ids, in suite order (all without a list); an id not among `cases` is refused."""
-    if ids is None:
+    return only_listed(cases, ids, "id",
+                       lambda case_id, _: f"no case with id {case_id!r} among the cases to run (see --only)")
+
+
+def only_listed(cases: list[Case], listed: str | None, field: str,
+                refusal: Callable[[str, list[str]], str]) -> list[Case]:
+    """The cases whose `field` is in the comma-separated `listed`, in suite order (all when it is None).
+    An empty list, or a value no case has, is refused: refusal(the first such value, the values present)."""
+    if listed is None:
         return cases
-    wanted = comma_items(ids)
-    present = {case.id for case in cases}
-    missing = [case_id for case_id in wanted if case_id not in present]
+    wanted = comma_items(listed)
+    present = sorted({getattr(case, field) for case in cases})
+    missing = [value for value in wanted if value not in present]
     if not wanted or missing:
-        raise AbError(f"no case with id {(missing or [ids])[0]!r} among the cases to run (see --only)")
-    return [case for case in cases if case.id in wanted]
+        raise AbError(refusal((missing or [listed])[0], present))
+    return [case for case in cases if getattr(case, field) in wanted]
 
 
 def require_writable_folder(path: Path) -> None:

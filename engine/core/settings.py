@@ -208,7 +208,8 @@ class RunSettings:
         0.2, minimum=0.0, maximum=1.0, above_minimum=True, words=(AUTO_KEEP,),
         help=f"fraction of the prompt's chunks SpecPrefill keeps, or auto: chosen per question from how "
              f"concentrated the draft's scores are, between {AUTO_KEEP_FLOOR} and {AUTO_KEEP_CEILING} "
-             f"(a broad question, such as a summary, gets {AUTO_KEEP_BROAD}, spread over the document)")
+             f"(a broad question, such as a summary, gets {AUTO_KEEP_BROAD}, which coverage spreads over the "
+             f"document)")
     coverage: Coverage = setting(
         "auto", choices=get_args(Coverage), label="Coverage",
         choice_labels=(("auto", "Auto (broad questions)"), ("on", "Always"), ("off", "Off")),
