@@ -245,6 +245,10 @@ class RunSettings:
         0, minimum=0, maximum=1023, label="First scored draft layer",
         help="the draft layer from which the look-ahead's attention counts in the scores (0: every layer, "
              "as the reference does); the earlier layers' attention is ignored")
+    score_question: bool = setting(
+        False, label="Score with the question",
+        help="the question's own tokens also score the document with their attention, each counting as "
+             "much as a look-ahead step (SnapKV's observation window); off: the look-ahead alone, as the reference")
     draft_window: int = setting(
         4096, minimum=0, maximum=1 << 24, label="Draft attention window (tokens)", zero_means="Full attention",
         help="tokens each prompt token attends back to in the draft's prefill (0 = full attention)")

@@ -135,7 +135,7 @@ def draft_keeps_needle(engine: Engine, text: str, needle: Needle, depth: float, 
     pass_tokens = engine.draft_pass_tokens(settings) if read == "segments" else 1 << 30
     t0 = time.perf_counter()
     score = run_to_end(iter_score_segments(engine.scorer, tokens, prompt.doc_token_span, pass_tokens,
-                                           ScoringParams.from_settings(settings), cancel))
+                                           ScoringParams.from_settings(settings, prompt.question_rows), cancel))
     draft_s = time.perf_counter() - t0
     kept_idx = plan_request_selection(score.importance, prompt, settings, engine.selection_budget(prompt, settings),
                                       []).kept_idx

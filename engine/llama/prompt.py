@@ -56,6 +56,12 @@ class PreparedPrompt:
         """First token after the document: the question and the assistant header follow."""
         return self.doc_token_span[1]
 
+    @property
+    def question_rows(self) -> int:
+        """The tokens after the document but the last (question, end of turn, assistant header): the
+        queries that score the prompt beside the look-ahead's, whose first is the last token's."""
+        return max(self.n_tokens - 1 - self.tail_start, 0)
+
 
 def render_parts(model: LlamaModel, document: str, question: str, system_prompt: str) -> PromptParts:
     rendered = model.apply_chat_template([("system", system_prompt), ("user", f"{_DOC_SLOT}\n\n{_QUESTION_SLOT}")])

@@ -830,7 +830,7 @@ class Engine:
                     draft_prefix: DraftPrefix | None, segments: DocumentSegments | None = None):
         """The draft's scores: one pass (with the cached prefix when there is one), or segments for a
         prompt longer than the draft was trained on (with their cached heads and slices)."""
-        tokens, params = prompt.tokens.tolist(), ScoringParams.from_settings(settings)
+        tokens, params = prompt.tokens.tolist(), ScoringParams.from_settings(settings, prompt.question_rows)
         if draft_prefix is not None:
             return self.scorer.iter_score(tokens, params, cancel, draft_prefix)
         return iter_score_segments(self.scorer, tokens, prompt.doc_token_span, self.draft_pass_tokens(settings),

@@ -3,10 +3,21 @@ import pytest
 import torch
 
 from engine.core.cancel import CancelToken
-from engine.draft.scorer import DraftScorer, ScoringParams
+from dataclasses import replace
+
+from engine.core.steps import run_to_end
+from engine.draft.scorer import DraftPrefix, DraftScorer, ScoringParams
 from engine.core.errors import Cancelled, SettingsError
 from engine.core.settings import RunSettings
 from tests.unit.tiny_models import tiny_qwen2
+
+
+def tiny_pair():
+    """A tiny draft and an eager-attention copy with the same weights: the naive reference."""
+    model = tiny_qwen2()
+    eager = tiny_qwen2(attn_implementation="eager")
+    eager.load_state_dict(model.state_dict())
+    return model, eager
 
 
 def naive_pool(row: np.ndarray, kernel: int) -> np.ndarray:
@@ -31,9 +42,7 @@ def naive_importance(model_eager, tokens, lookahead_tokens, steps, kernel, mask=
 
 @pytest.mark.parametrize("prefill_chunk", [7, 1024])
 def test_scores_match_naive_eager_attention(prefill_chunk):
-    model = tiny_qwen2()
-    eager = tiny_qwen2(attn_implementation="eager")
-    eager.load_state_dict(model.state_dict())
+    model, eager = tiny_pair()
     tokens = list(np.random.default_rng(1).integers(0, 96, size=45))
     scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=prefill_chunk)
     result = scorer.score(tokens, ScoringParams(lookahead=5, kernel=5))
@@ -43,9 +52,7 @@ def test_scores_match_naive_eager_attention(prefill_chunk):
 
 
 def test_first_layer_scores_only_the_later_layers():
-    model = tiny_qwen2()
-    eager = tiny_qwen2(attn_implementation="eager")
-    eager.load_state_dict(model.state_dict())
+    model, eager = tiny_pair()
     tokens = list(np.random.default_rng(3).integers(0, 96, size=45))
     scorer = DraftScorer(model, eos_ids=set())
     later = scorer.score(tokens, ScoringParams(lookahead=3, kernel=3, first_layer=1))
@@ -54,6 +61,65 @@ def test_first_layer_scores_only_the_later_layers():
     np.testing.assert_allclose(later.importance, expected, atol=1e-5, rtol=0)
     assert later.lookahead_tokens == every.lookahead_tokens  # the look-ahead itself is unchanged
     assert not np.allclose(later.importance, every.importance, atol=1e-4)
+
+
+def naive_question_importance(model_eager, tokens, n_rows, kernel, first_layer=0):
+    """Each of the n_rows queries before the last prompt token: its causal eager attention over the
+    prompt, pooled, max over layers (from first_layer on) x heads; then the mean over those rows."""
+    n = len(tokens)
+    with torch.no_grad():
+        out = model_eager(torch.tensor([tokens]), output_attentions=True)
+    per_row = []
+    for i in range(n - 1 - n_rows, n - 1):
+        rows = [att[0, h, i, :n].double().numpy() for att in out.attentions[first_layer:]
+                for h in range(att.shape[1])]
+        per_row.append(np.max([naive_pool(r, kernel) for r in rows], axis=0))
+    return np.mean(per_row, axis=0)
+
+
+@pytest.mark.parametrize("prefill_chunk,first_layer", [(7, 0), (1024, 1)])
+def test_question_rows_add_the_questions_own_attention(prefill_chunk, first_layer):
+    """The mean is over the look-ahead's steps and the question's rows alike."""
+    model, eager = tiny_pair()
+    tokens = list(np.random.default_rng(4).integers(0, 96, size=45))
+    scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=prefill_chunk, window_sinks=2)
+    params = ScoringParams(lookahead=3, kernel=3, first_layer=first_layer)
+    plain = scorer.score(tokens, params)
+    with_rows = scorer.score(tokens, replace(params, question_rows=9))
+    expected = (3 * plain.importance + 9 * naive_question_importance(eager, tokens, 9, 3, first_layer)) / 12
+    np.testing.assert_allclose(with_rows.importance, expected, atol=1e-5, rtol=0)
+    assert with_rows.lookahead_tokens == plain.lookahead_tokens
+
+
+def test_question_rows_read_the_keys_a_windowed_prefill_cuts():
+    """A windowed prefill hides the middle keys from the question's tokens; their rows still score them.
+    With one layer, queries and keys come from the embeddings alone, so the window changes nothing."""
+    model = tiny_qwen2()
+    model.model.layers = model.model.layers[:1]
+    model.config.num_hidden_layers = 1
+    tokens = list(np.random.default_rng(4).integers(0, 96, size=45))
+    scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=16, window_sinks=2)
+    params = ScoringParams(lookahead=3, kernel=1, question_rows=9)
+    windowed = scorer.score(tokens, replace(params, window=5)).importance
+    np.testing.assert_allclose(windowed, scorer.score(tokens, params).importance, atol=1e-6, rtol=0)
+    assert not np.allclose(windowed, scorer.score(tokens, replace(params, question_rows=0)).importance, atol=1e-4)
+
+
+def test_question_rows_skip_a_reused_prefix():
+    """A cached prefix's queries are not recomputed: only the rows this pass prefills count."""
+    model, eager = tiny_pair()
+    tokens = list(np.random.default_rng(5).integers(0, 96, size=40))
+    scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=8)
+    params = ScoringParams(lookahead=2, kernel=3, question_rows=12)
+    prefix = DraftPrefix(np.array(tokens[:33]), window=0)
+    cold = scorer.score(tokens, params)
+    run_to_end(scorer.iter_score(tokens, params, prefix=prefix))  # fills the prefix
+    warm = run_to_end(scorer.iter_score(tokens, params, prefix=prefix))
+    assert warm.reused_prefix == 33
+    plain = scorer.score(tokens, replace(params, question_rows=0))
+    expected = (2 * plain.importance + 6 * naive_question_importance(eager, tokens, 6, 3)) / 8
+    np.testing.assert_allclose(warm.importance, expected, atol=1e-5, rtol=0)
+    assert not np.allclose(cold.importance, warm.importance, atol=1e-4)
 
 
 @pytest.mark.parametrize("first_layer", [-1, 3])  # the tiny draft has layers 0 to 2
@@ -66,6 +132,9 @@ def test_a_first_layer_the_draft_lacks_is_a_settings_error(first_layer):
 def test_scoring_params_come_from_the_run_settings():
     settings = RunSettings(lookahead=3, kernel=5, draft_window=0, first_scored_layer=12)
     assert ScoringParams.from_settings(settings) == ScoringParams(lookahead=3, kernel=5, window=0, first_layer=12)
+    assert ScoringParams.from_settings(settings, question_rows=7).question_rows == 0  # off by default
+    asked = RunSettings(score_question=True)
+    assert ScoringParams.from_settings(asked, question_rows=7).question_rows == 7
 
 
 def windowed_prefill_mask(length: int, n_body: int, chunk: int, recent: int, sinks: int) -> torch.Tensor:
@@ -81,9 +150,7 @@ def windowed_prefill_mask(length: int, n_body: int, chunk: int, recent: int, sin
 
 @pytest.mark.parametrize("prefill_chunk,window", [(7, 5), (4, 9), (16, 3)])
 def test_windowed_prefill_matches_naive_masked_attention(prefill_chunk, window):
-    model = tiny_qwen2()
-    eager = tiny_qwen2(attn_implementation="eager")
-    eager.load_state_dict(model.state_dict())
+    model, eager = tiny_pair()
     tokens = list(np.random.default_rng(2).integers(0, 96, size=45))
     scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=prefill_chunk, window_sinks=2)
     result = scorer.score(tokens, ScoringParams(lookahead=4, kernel=3, window=window))

@@ -162,14 +162,14 @@ def add_document_priors(cases):
     return cases
 
 
-def evaluate(cases):
+def evaluate(cases, aggregations=None, baseline=reference):
     """{aggregation: {kind or "all": {keep: mean score}}}; the number of cases per kind; and per
-    aggregation, how many cases it scores above and below the reference at each keep (paired)."""
+    aggregation, how many cases it scores above and below the baseline at each keep (paired)."""
     table = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     paired = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for case in cases:
-        reference_scores = {keep: case_score(case, reference(case), keep) for keep in KEEPS}
-        for name, aggregate in AGGREGATIONS.items():
+        reference_scores = {keep: case_score(case, baseline(case), keep) for keep in KEEPS}
+        for name, aggregate in (aggregations or AGGREGATIONS).items():
             scores = aggregate(case)
             for keep in KEEPS:
                 s = case_score(case, scores, keep)
@@ -193,13 +193,18 @@ def print_table(result, counts, paired):
         print(name.ljust(20) + "".join(c.ljust(20) for c in cells) + versus)
 
 
-def main(argv):
-    rows_path, heads_dir = Path(argv[0]), Path(argv[1])
-    result, counts, paired = evaluate(add_document_priors(list(load_cases(rows_path, heads_dir))))
+def print_and_save(evaluated, argv):
+    """Print evaluate()'s result as a table, and write it as JSON where argv has --json PATH."""
+    result, counts, paired = evaluated
     print_table(result, counts, paired)
     if "--json" in argv:
         Path(argv[argv.index("--json") + 1]).write_text(
             json.dumps({"cases": counts, "kept": result, "above_below_reference": paired}, indent=1))
+
+
+def main(argv):
+    rows_path, heads_dir = Path(argv[0]), Path(argv[1])
+    print_and_save(evaluate(add_document_priors(list(load_cases(rows_path, heads_dir)))), argv)
 
 
 if __name__ == "__main__":

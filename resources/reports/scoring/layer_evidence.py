@@ -15,7 +15,11 @@ a place counts as kept when at least half of its tokens are.
   header table names it), since the text also occurs elsewhere ("50" in LICENSE-APACHE).
 - Needles: the fact's sentence.
 
+Each layer can also be scored with the question's own rows (`--question off,on`: stop 35's
+`--score-question`), checked on the same held-out cases.
+
 Usage: python layer_evidence.py OUT.json [--layers 0,12] [--keeps 0.05,0.1,0.2] [--only code|needles]
+       [--question off,on]
 """
 
 from __future__ import annotations
@@ -103,16 +107,18 @@ def kept_at(selection, keep: float, budget: int | None, places: list[tuple[int, 
     return any(mask[a:b].mean() >= 0.5 for a, b in places)
 
 
-def measure(engine, session, text, cases, layers, keeps, out_rows):
-    """cases: (suite, id, question, char places). One row per case, layer and keep."""
+def measure(engine, session, text, cases, variants, keeps, out_rows):
+    """cases: (suite, id, question, char places); variants: (first layer, question scored). One row per
+    case, variant and keep."""
     for suite, case_id, question, char_places in cases:
         prompt = engine.prepare(text, question, BASE)
         places = token_places(engine, prompt, char_places)
         budget = engine.selection_budget(prompt, BASE)
-        for layer in layers:
-            selection, seconds = selection_of(engine, session, question, replace(BASE, first_scored_layer=layer))
+        for layer, scored in variants:
+            settings = replace(BASE, first_scored_layer=layer, score_question=scored)
+            selection, seconds = selection_of(engine, session, question, settings)
             for keep in keeps:
-                row = dict(suite=suite, id=case_id, layer=layer, keep=keep, places=len(places),
+                row = dict(suite=suite, id=case_id, layer=layer, question=scored, keep=keep, places=len(places),
                            kept=kept_at(selection, keep, budget, places, prompt.n_tokens), seconds=round(seconds, 1))
                 out_rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -141,13 +147,15 @@ def needle_cases(engine: Engine):
     return text, rows
 
 
-def summary(rows, layers, keeps) -> dict:
+def summary(rows, variants, keeps) -> dict:
     out = {}
     for suite in sorted({r["suite"] for r in rows}):
-        for layer in layers:
+        for layer, scored in variants:
             for keep in keeps:
-                hits = [r["kept"] for r in rows if (r["suite"], r["layer"], r["keep"]) == (suite, layer, keep)]
-                out[f"{suite} layer {layer}+ keep {keep}"] = f"{sum(hits)} of {len(hits)}"
+                hits = [r["kept"] for r in rows if (r["suite"], r["layer"], r.get("question", False), r["keep"])
+                        == (suite, layer, scored, keep)]
+                label = f"{suite} layer {layer}+{' with the question' if scored else ''} keep {keep}"
+                out[label] = f"{sum(hits)} of {len(hits)}"
     return out
 
 
@@ -157,21 +165,24 @@ def main() -> int:
     parser.add_argument("--layers", default="0,12")
     parser.add_argument("--keeps", default="0.05,0.1,0.2")
     parser.add_argument("--only", choices=("code", "needles"))
+    parser.add_argument("--question", default="off", help="off, on or off,on: score with the question's rows")
     args = parser.parse_args()
     layers = [int(v) for v in args.layers.split(",")]
     keeps = [float(v) for v in args.keeps.split(",")]
+    variants = [(layer, flag == "on") for layer in layers for flag in args.question.split(",")]
     engine = Engine.load(ModelSettings(draft_cache_gb=3.0, state_cache_gb=0.0))
     rows: list[dict] = []
     try:
         if args.only in (None, "code"):
             doc, cases = code_cases()
-            measure(engine, DocumentSession(doc), doc.text, cases, layers, keeps, rows)
+            measure(engine, DocumentSession(doc), doc.text, cases, variants, keeps, rows)
         if args.only in (None, "needles"):
             text, cases = needle_cases(engine)
-            measure(engine, DocumentSession(text), text, cases, layers, keeps, rows)
+            measure(engine, DocumentSession(text), text, cases, variants, keeps, rows)
     finally:
         engine.close()
-    result = {"layers": layers, "keeps": keeps, "summary": summary(rows, layers, keeps), "rows": rows}
+    result = {"layers": layers, "question": args.question, "keeps": keeps, "summary": summary(rows, variants, keeps),
+              "rows": rows}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result["summary"], indent=1))
     return 0
