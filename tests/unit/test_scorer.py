@@ -32,12 +32,14 @@ def naive_importance(model_eager, tokens, lookahead_tokens, steps, kernel, mask=
     full = torch.tensor([tokens + lookahead_tokens])
     with torch.no_grad():
         out = model_eager(full, attention_mask=mask, output_attentions=True)
-    per_step = []
-    for j in range(steps):
-        rows = [att[0, h, n - 1 + j, :n].double().numpy() for att in out.attentions[first_layer:]
-                for h in range(att.shape[1])]
-        per_step.append(np.max([naive_pool(r, kernel) for r in rows], axis=0))
-    return np.mean(per_step, axis=0)
+    return np.mean([naive_row(out.attentions, n - 1 + j, n, kernel, first_layer) for j in range(steps)], axis=0)
+
+
+def naive_row(attentions, query: int, n: int, kernel: int, first_layer: int) -> np.ndarray:
+    """One query's attention over the first n keys, each head's row pooled, then the max over layers
+    (from first_layer on) x heads."""
+    rows = [att[0, h, query, :n].double().numpy() for att in attentions[first_layer:] for h in range(att.shape[1])]
+    return np.max([naive_pool(r, kernel) for r in rows], axis=0)
 
 
 @pytest.mark.parametrize("prefill_chunk", [7, 1024])
@@ -69,12 +71,8 @@ def naive_question_importance(model_eager, tokens, n_rows, kernel, first_layer=0
     n = len(tokens)
     with torch.no_grad():
         out = model_eager(torch.tensor([tokens]), output_attentions=True)
-    per_row = []
-    for i in range(n - 1 - n_rows, n - 1):
-        rows = [att[0, h, i, :n].double().numpy() for att in out.attentions[first_layer:]
-                for h in range(att.shape[1])]
-        per_row.append(np.max([naive_pool(r, kernel) for r in rows], axis=0))
-    return np.mean(per_row, axis=0)
+    return np.mean([naive_row(out.attentions, i, n, kernel, first_layer) for i in range(n - 1 - n_rows, n - 1)],
+                   axis=0)
 
 
 @pytest.mark.parametrize("prefill_chunk,first_layer", [(7, 0), (1024, 1)])

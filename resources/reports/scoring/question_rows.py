@@ -17,6 +17,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -94,8 +95,7 @@ def collect(rows_path: Path, out_dir: Path) -> None:
             prompt = engine.prepare(doc.text, case.question, base)
             if prefix is None:
                 prefix = DraftPrefix(prompt.tokens[:prompt.tail_start].copy(), base.draft_window)
-            params = ScoringParams(lookahead=base.lookahead, kernel=base.kernel, window=base.draft_window,
-                                   question_rows=prompt.n_tokens - 1 - prompt.tail_start)
+            params = ScoringParams.from_settings(replace(base, score_question=True), prompt.question_rows)
             start = time.perf_counter()
             score = run_to_end(engine.scorer.iter_score(prompt.tokens.tolist(), params, prefix=prefix))
             recorder.save(out_dir / f"{case.id}.npz", importance=score.importance.astype(np.float32),

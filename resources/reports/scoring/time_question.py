@@ -1,6 +1,7 @@
 """Draft cost of scoring with the question's rows: the same prompts scored with and without, alternating.
 Usage: python time_question.py CASE_ID[,CASE_ID] (ids of resources/eval/fidelity.jsonl); one JSON line a pass."""
 import json, sys, time
+from dataclasses import replace
 from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
@@ -21,7 +22,7 @@ for cid in ids:
     tokens = prompt.tokens.tolist()
     for rep in range(2):
         for on in ((False, True) if rep == 0 else (True, False)):
-            params = ScoringParams(window=settings.draft_window, question_rows=prompt.question_rows if on else 0)
+            params = ScoringParams.from_settings(replace(settings, score_question=on), prompt.question_rows)
             t0 = time.perf_counter()
             run_to_end(engine.scorer.iter_score(tokens, params))
             row = {"id": cid, "tokens": len(tokens), "question_rows": prompt.question_rows, "on": on,
