@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core.settings import AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, RunSettings
+from engine.core.settings import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
+                                  RunSettings)
 from engine.draft.keep_policy import choose_keep, is_broad_question
 from engine.draft.selection import chunk_scores, plan_selection, protected_chunks
 from engine.ingest.document import Segment
@@ -116,7 +117,8 @@ def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, setti
     if keep == AUTO_KEEP:
         choice = choose_keep(chunk_scores(importance, settings.chunk_size),
                              protected_chunks(len(importance), settings.chunk_size, prompt.tail_start),
-                             question, AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING, broad_keep=AUTO_KEEP_BROAD)
+                             question, AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING, broad_keep=AUTO_KEEP_BROAD,
+                             joined_keep=AUTO_KEEP_JOINED)
         keep, reason = choice.keep, choice.reason
     covered = parts if len(parts) > 1 else []
     scores, protected, kept, kept_idx = plan_selection(importance, settings.chunk_size, float(keep),

@@ -13,8 +13,9 @@ from hypothesis import given, settings as hsettings, strategies as st
 from engine.cli.options import OneLineParser, add_run_options, run_settings_from
 from engine.core.errors import SettingsError
 from engine.core.events import RunFinished, RunResult, SelectionMade
-from engine.core.settings import AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, RunSettings, nominal_keep
-from engine.draft.keep_policy import choose_keep, is_broad_question, score_spread
+from engine.core.settings import (AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED, RunSettings,
+                                  nominal_keep)
+from engine.draft.keep_policy import choose_keep, is_broad_question, is_joined_question, score_spread
 from engine.draft.selection import chunk_parts, coverage_picks, select_chunks
 from engine.eval.ab import AbError, parse_keeps
 from engine.eval.results import selection_note
@@ -26,7 +27,7 @@ FLOOR, CEILING = AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING
 
 
 def choose(scores: np.ndarray, question: str):
-    return choose_keep(scores, [0], question, FLOOR, CEILING, broad_keep=AUTO_KEEP_BROAD)
+    return choose_keep(scores, [0], question, FLOOR, CEILING, broad_keep=AUTO_KEEP_BROAD, joined_keep=AUTO_KEEP_JOINED)
 
 
 def peaked(n: int = 200, peak: slice = slice(50, 53)) -> np.ndarray:
@@ -81,6 +82,25 @@ def test_a_broad_question_gets_the_broad_keep_whatever_its_scores():
         choice = choose(scores, "Summarize what this document covers.")
         assert choice.keep == AUTO_KEEP_BROAD and choice.broad and "broad" in choice.reason
     assert choose(peaked(), "Which value?").keep == FLOOR  # the same scores, a look-up: the floor
+
+
+@pytest.mark.parametrize("question, joined", [
+    ("mpfi_init gives a variable the default precision. What is that default precision, in bits?", True),
+    ("Which environment variable controls the same setting as the -ckpoint-interval option?", True),
+    ("A footnote cites a paper by T. Hickey. In which journal was that paper published?", True),
+    ("Which signal requests a checkpoint?", False),
+    ("What does Cache.__setitem__ raise when the value is too large?", False),  # a dotted name is no sentence
+    ("Which class evicts at random? A) FIFOCache B) RRCache Answer with the option's text.", False),
+    ("Summarize this guide. What are its main parts?", False),  # broad first: a summary is not a join
+])
+def test_questions_that_join_two_facts_are_told_apart(question, joined):
+    assert is_joined_question(question) is joined
+
+
+def test_a_joined_question_gets_the_joined_keep_whatever_its_scores():
+    for scores in (peaked(), np.tile([1.0, 2.0], 100)):
+        choice = choose(scores, "Instance folders came in one Flask version. Which TRAP_ value came in the same one?")
+        assert (choice.keep, choice.reason, choice.broad) == (AUTO_KEEP_JOINED, "the question joins two facts", False)
 
 
 # -- coverage ------------------------------------------------------------------------------------------

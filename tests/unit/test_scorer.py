@@ -130,9 +130,9 @@ def test_a_first_layer_the_draft_lacks_is_a_settings_error(first_layer):
 def test_scoring_params_come_from_the_run_settings():
     settings = RunSettings(lookahead=3, kernel=5, draft_window=0, first_scored_layer=12)
     assert ScoringParams.from_settings(settings) == ScoringParams(lookahead=3, kernel=5, window=0, first_layer=12)
-    assert ScoringParams.from_settings(settings, question_rows=7).question_rows == 0  # off by default
-    asked = RunSettings(score_question=True)
-    assert ScoringParams.from_settings(asked, question_rows=7).question_rows == 7
+    assert ScoringParams.from_settings(settings, question_rows=7).question_rows == 7  # on by default
+    look_ahead_only = RunSettings(score_question=False)
+    assert ScoringParams.from_settings(look_ahead_only, question_rows=7).question_rows == 0
 
 
 def windowed_prefill_mask(length: int, n_body: int, chunk: int, recent: int, sinks: int) -> torch.Tensor:

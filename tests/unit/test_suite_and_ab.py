@@ -811,16 +811,21 @@ def test_a_journal_written_before_a_setting_existed_resumes_at_its_default(suite
         read_journal(path, later)
 
 
-def test_a_journal_written_before_named_files_resumes_only_with_them_off(suite_path, tmp_path):
-    # Before the setting, no file was kept first: those cases ran as --named-files off does, not as its default.
-    header = JournalHeader.of(suite_path, KEEPS, settings_record(RunSettings(named_files="off")))
+@pytest.mark.parametrize(("name", "before"), [("named_files", "off"), ("score_question", False)])
+def test_a_journal_written_before_a_setting_resumes_only_as_the_code_before_it_ran(suite_path, tmp_path, name, before):
+    # Before named_files no file was kept first, before score_question the look-ahead alone scored: those
+    # cases ran as the old value does, not as the setting's default.
+    old_settings = RunSettings(**{name: before})
+    header = JournalHeader.of(suite_path, KEEPS, settings_record(old_settings))
     old = header.to_json()
-    del old["settings"]["named_files"]
+    del old["settings"][name]
     path = tmp_path / "old.journal.jsonl"
-    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(named_files="off"))
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, old_settings)
     path.write_text("".join(json.dumps(line) + "\n" for line in [old, report.cases[0].to_json()]))
     assert list(read_journal(path, header)) == ["grid"]
-    with pytest.raises(AbError, match=r"named_files 'off' \(now 'auto'\)"):
+    now = getattr(RunSettings(), name)
+    assert now != before
+    with pytest.raises(AbError, match=rf"{name} {before!r} \(now {now!r}\)"):
         read_journal(path, JournalHeader.of(suite_path, KEEPS, settings_record(RunSettings())))
 
 

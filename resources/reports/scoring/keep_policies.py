@@ -1,0 +1,133 @@
+"""Offline: which way of choosing the keep per question (keep=auto) keeps the most answer text for
+its mean keep, on the scores the engine now uses (look-ahead and question rows, every row alike)?
+
+Input: the probe's rows (evidence and protected chunks) and `question_rows.py collect`'s DIR/ID.npz.
+Each policy maps a case's chunk scores and question to a keep; a case scores the share of its answer
+places kept at that keep (aggregations.case_score). The fixed keeps are the curve to beat: a policy
+is worth having only if it keeps more answer text than a fixed keep of the same mean.
+Usage: python keep_policies.py ROWS.jsonl DIR [--json RESULT.json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from aggregations import case_score  # noqa: E402
+from question_rows import every_row, load_cases  # noqa: E402
+
+from engine.core.settings import AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED  # noqa: E402
+from engine.draft.keep_policy import SPREAD_HIGH, SPREAD_LOW, choose_keep, is_broad_question  # noqa: E402
+from engine.eval.suite import load_suite  # noqa: E402
+
+FLOOR, CEILING, BROAD_KEEP = AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING, AUTO_KEEP_BROAD
+
+
+def questions() -> dict[str, str]:
+    suites = ("resources/eval/fidelity.jsonl", "resources/eval/dev.jsonl")
+    return {c.id: c.question for suite in suites for c in load_suite(ROOT / suite)}
+
+
+def free_scores(scores: np.ndarray, protected: list[int]) -> np.ndarray:
+    return np.delete(np.asarray(scores, dtype=np.float64), protected)
+
+
+def mass_share(scores: np.ndarray, protected: list[int], mass: float) -> float:
+    """The share of the free chunks that, best first, hold `mass` of the free chunks' score."""
+    free = np.sort(free_scores(scores, protected))[::-1]
+    needed = int(np.searchsorted(np.cumsum(free), mass * free.sum())) + 1
+    return needed / len(free)
+
+
+def clipped(keep: float) -> float:
+    return round(min(max(keep, FLOOR), CEILING), 3)
+
+
+def fixed(keep):
+    return lambda scores, protected, question: keep
+
+
+def current(scores, protected, question):
+    """The engine's keep=auto today (engine/draft/keep_policy.py)."""
+    return choose_keep(scores, protected, question, FLOOR, CEILING, broad_keep=BROAD_KEEP,
+                       joined_keep=AUTO_KEEP_JOINED).keep
+
+
+def by_mass(mass, scale=1.0):
+    """The share of chunks that hold `mass` of the score, times `scale`, clipped; broad: BROAD_KEEP."""
+    def policy(scores, protected, question):
+        if is_broad_question(question):
+            return BROAD_KEEP
+        return clipped(scale * mass_share(scores, protected, mass))
+    return policy
+
+
+def by_spread(low, high):
+    """The engine's spread map (broad questions aside), with its bounds or others."""
+    def policy(scores, protected, question):
+        if is_broad_question(question):
+            return BROAD_KEEP
+        spread = choose_keep(scores, protected, question, FLOOR, CEILING, broad_keep=BROAD_KEEP,
+                             joined_keep=AUTO_KEEP_JOINED).spread
+        t = min(max((spread - low) / (high - low), 0.0), 1.0)
+        return round(FLOOR + t * (CEILING - FLOOR), 3)
+    return policy
+
+
+POLICIES = {f"fixed {k}": fixed(k) for k in (0.1, 0.15, 0.2, 0.25, 0.3)}
+POLICIES["auto (engine)"] = current
+POLICIES["auto, spread only"] = by_spread(SPREAD_LOW, SPREAD_HIGH)  # the engine's before stop 38
+POLICIES.update({f"spread {lo}-{hi}": by_spread(lo, hi) for lo, hi in ((0.15, 0.3), (0.2, 0.35), (0.15, 0.45))})
+POLICIES.update({f"mass {m}": by_mass(m) for m in (0.3, 0.4, 0.5, 0.6)})
+POLICIES.update({f"mass {m} x{s}": by_mass(m, s) for m, s in ((0.5, 0.5), (0.6, 0.5), (0.8, 0.5))})
+
+
+def evaluate(cases, asked):
+    """{policy: {"all" or kind: {"kept": mean answer share, "keep": mean keep, "token_keep": keep
+    weighted by prompt tokens (what the target's prefill time follows)}}}."""
+    table = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for case in cases:
+        scores = every_row(case)
+        for name, policy in POLICIES.items():
+            keep = policy(scores, case["protected"], asked[case["id"]])
+            for group in ("all", case["kind"]):
+                cell = table[name][group]
+                cell["kept"].append(case_score(case, scores, keep))
+                cell["keep"].append(keep)
+                cell["tokens"].append(case["tokens"])
+    return {name: {group: summary(cell) for group, cell in groups.items()} for name, groups in table.items()}
+
+
+def summary(cell) -> dict:
+    keeps, tokens = np.array(cell["keep"]), np.array(cell["tokens"], dtype=float)
+    return {"cases": len(keeps), "kept": round(float(np.mean(cell["kept"])), 3),
+            "keep": round(float(keeps.mean()), 3), "token_keep": round(float((keeps * tokens).sum() / tokens.sum()), 3)}
+
+
+def print_table(result) -> None:
+    kinds = sorted(next(iter(result.values())), key=lambda k: (k != "all", k))
+    print("answer text kept / mean keep, by policy (rows) and kind (columns)")
+    print("".ljust(18) + "".join(f"{k} ({result['fixed 0.2'][k]['cases']})".ljust(16) for k in kinds) + "token-weighted keep")
+    for name, groups in result.items():
+        cells = [f"{groups[k]['kept']:.2f} / {groups[k]['keep']:.2f}" for k in kinds]
+        print(name.ljust(18) + "".join(c.ljust(16) for c in cells) + f"{groups['all']['token_keep']:.3f}")
+
+
+def main(argv):
+    cases = list(load_cases(Path(argv[0]), Path(argv[1])))
+    result = evaluate(cases, questions())
+    print_table(result)
+    if "--json" in argv:
+        Path(argv[argv.index("--json") + 1]).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
