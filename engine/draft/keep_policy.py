@@ -64,6 +64,11 @@ def score_spread(chunk_scores: np.ndarray, protected: list[int]) -> float:
     return needed / len(free)
 
 
+def spread_position(spread: float, low: float = SPREAD_LOW, high: float = SPREAD_HIGH) -> float:
+    """Where the spread stands between `low` (0: concentrated) and `high` (1: spread out), clipped."""
+    return min(max((spread - low) / (high - low), 0.0), 1.0)
+
+
 def choose_keep(chunk_scores: np.ndarray, protected: list[int], question: str, floor: float,
                 ceiling: float, *, broad_keep: float, joined_keep: float) -> KeepChoice:
     """The keep for this question: `broad_keep` for a broad question, `joined_keep` for one that joins
@@ -73,7 +78,7 @@ def choose_keep(chunk_scores: np.ndarray, protected: list[int], question: str, f
         return KeepChoice(broad_keep, "a broad question, such as a summary", True, spread)
     if is_joined_question(question):
         return KeepChoice(joined_keep, "the question joins two facts", False, spread)
-    t = min(max((spread - SPREAD_LOW) / (SPREAD_HIGH - SPREAD_LOW), 0.0), 1.0)
+    t = spread_position(spread)
     keep = round(floor + t * (ceiling - floor), 3)
     if t == 0.0:
         reason = "the relevant text is concentrated"

@@ -25,7 +25,8 @@ from aggregations import case_score  # noqa: E402
 from question_rows import every_row, load_cases  # noqa: E402
 
 from engine.core.settings import AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED  # noqa: E402
-from engine.draft.keep_policy import SPREAD_HIGH, SPREAD_LOW, choose_keep, is_broad_question  # noqa: E402
+from engine.draft.keep_policy import (SPREAD_HIGH, SPREAD_LOW, choose_keep, is_broad_question,  # noqa: E402
+                                      score_spread, spread_position)
 from engine.eval.suite import load_suite  # noqa: E402
 
 FLOOR, CEILING, BROAD_KEEP = AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING, AUTO_KEEP_BROAD
@@ -75,9 +76,7 @@ def by_spread(low, high):
     def policy(scores, protected, question):
         if is_broad_question(question):
             return BROAD_KEEP
-        spread = choose_keep(scores, protected, question, FLOOR, CEILING, broad_keep=BROAD_KEEP,
-                             joined_keep=AUTO_KEEP_JOINED).spread
-        t = min(max((spread - low) / (high - low), 0.0), 1.0)
+        t = spread_position(score_spread(scores, protected), low, high)
         return round(FLOOR + t * (CEILING - FLOOR), 3)
     return policy
 
