@@ -3,6 +3,8 @@
     draft weights    parameters x bytes per value (fp32 on CPU, half precision on CUDA)
     draft KV         prompt tokens x layers x 2 x KV heads x head size x bytes per value
     draft attention  look-ahead rows: layers x heads x prompt tokens x 4 bytes, held twice
+    question rows    the question's queries over the prompt (when scored): rows x heads x prompt tokens
+                     x 4 bytes, three at once (logits, masked, softmax), one layer at a time
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ def draft_weight_bytes(path: Path, bytes_per_value: int) -> int:
     return sum(int(t.n_elements) for t in reader.tensors) * bytes_per_value
 
 
-def draft_scoring_need(config, bytes_per_value: int, n_prompt: int) -> MemoryNeed:
+def draft_scoring_need(config, bytes_per_value: int, n_prompt: int, question_rows: int = 0) -> MemoryNeed:
+    """Measured on an H200 (bf16, `resources/reports/gpu/`): with 48 question rows these parts come
+    within 10% of the allocator's peak over the weights, 4K to 32K tokens."""
     rows = 2 * config.num_hidden_layers * config.num_attention_heads * n_prompt * 4
-    return MemoryNeed(f"draft scoring of {n_prompt} tokens", (
-        ("draft KV cache", draft_kv_shape(config, bytes_per_value).bytes_for(n_prompt)),
-        ("look-ahead attention", rows),
-    ))
+    parts = [("draft KV cache", draft_kv_shape(config, bytes_per_value).bytes_for(n_prompt)),
+             ("look-ahead attention", rows)]
+    if question_rows > 0:
+        parts.append(("question attention", 3 * question_rows * config.num_attention_heads * n_prompt * 4))
+    return MemoryNeed(f"draft scoring of {n_prompt} tokens", tuple(parts))

@@ -754,7 +754,8 @@ class Engine:
         segment_cache = self._draft_segments(session, settings)
         pieces = plan_segments(prompt.n_tokens, prompt.doc_token_span, self.draft_pass_tokens(settings),
                                follow_ups=segment_cache is not None)
-        self._require_draft_memory(max(b - a for a, b in pieces) + prompt.n_tokens - window.document_tokens)
+        self._require_draft_memory(max(b - a for a, b in pieces) + prompt.n_tokens - window.document_tokens,
+                                   ScoringParams.from_settings(settings, prompt.question_rows).question_rows)
         # A full prefix only for a prompt that fits (a background fill completes it); the draft's
         # keys for any: the whole prefix when it scores the prompt in one pass, else each segment's.
         key, prefix = (None, None)
@@ -880,11 +881,11 @@ class Engine:
         return (f"the draft's keys for this document ({format_bytes(draft_prefix.nbytes())}) are larger than the "
                 f"draft cache ({format_bytes(self.draft_caches.cap)}): a follow-up scores the whole document again")
 
-    def _require_draft_memory(self, n_prompt: int) -> None:
+    def _require_draft_memory(self, n_prompt: int, question_rows: int) -> None:
         """The draft's cache grows with the prompt: refuse before scoring rather than die in it."""
         model = self.scorer.model
         bytes_per_value = next(model.parameters()).dtype.itemsize
-        require_fits(draft_scoring_need(model.config, bytes_per_value, n_prompt), self.info.device)
+        require_fits(draft_scoring_need(model.config, bytes_per_value, n_prompt, question_rows), self.info.device)
 
     def _draft_peak_bytes(self, measured: PeakMemory) -> int:
         """The draft's footprint while scoring: weights plus the working set's peak (CUDA counts both)."""

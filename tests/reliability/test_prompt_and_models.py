@@ -182,7 +182,8 @@ def test_a_context_no_machine_can_hold_is_refused_before_allocating(pair, cache_
 
 
 def test_a_spec_run_whose_draft_cache_cannot_fit_is_refused_then_the_next_run_works(engine, monkeypatch):
-    n = engine.prepare(LONG_DOCUMENT[:400], QUESTION, run_settings()).n_tokens
+    prompt = engine.prepare(LONG_DOCUMENT[:400], QUESTION, run_settings())
+    n, question_rows = prompt.n_tokens, prompt.question_rows
     pretend_free(monkeypatch, 1000)
     with pytest.raises(InsufficientMemoryError) as err:
         list(engine.stream(LONG_DOCUMENT[:400], QUESTION, "spec", run_settings()))
@@ -191,6 +192,15 @@ def test_a_spec_run_whose_draft_cache_cannot_fit_is_refused_then_the_next_run_wo
     assert f"draft scoring of {n} tokens" in message
     assert f"draft KV cache {format_bytes(2 * 2 * 2 * 16 * 4 * n)}" in message
     assert f"look-ahead attention {format_bytes(2 * 2 * 4 * 4 * n)}" in message
+    # the question's rows, scored by default: logits, masked and softmaxed, 4 heads x 4 bytes
+    assert question_rows > 0 and f"question attention {format_bytes(3 * question_rows * 4 * 4 * n)}" in message
     monkeypatch.undo()
     events = list(engine.stream(LONG_DOCUMENT[:400], QUESTION, "spec", run_settings()))
     assert [e.result.generated_tokens for e in events if isinstance(e, RunFinished)] == [MAX_NEW]
+
+
+def test_the_draft_memory_check_leaves_out_the_question_rows_when_they_are_not_scored(engine, monkeypatch):
+    pretend_free(monkeypatch, 1000)
+    with pytest.raises(InsufficientMemoryError) as err:
+        list(engine.stream(LONG_DOCUMENT[:400], QUESTION, "spec", run_settings(score_question=False)))
+    assert "look-ahead attention" in str(err.value) and "question attention" not in str(err.value)
