@@ -74,6 +74,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         print(json.dumps({"settings": {"keep": settings.keep, "draft_window": settings.draft_window,
                                        "first_scored_layer": settings.first_scored_layer,
                                        "score_question": settings.score_question,
+                                       "question_words": settings.question_words,
                                        "n_ctx": engine.info.n_ctx, "positions": settings.positions,
                                        "together": args.together},
                           "docs": [str(p) for p in args.doc], "rows": rows}, indent=2))

@@ -58,7 +58,7 @@ class Selection:
 
     chunk_size: int
     chunk_starts: list[int]  # token index where each chunk starts
-    chunk_scores: list[float]  # mean importance per chunk
+    chunk_scores: list[float]  # what chunks are ranked by: mean importance (with question words: ranks)
     kept_chunks: list[int]  # indices of kept chunks, ascending
     protected_chunks: list[int]  # chunks kept regardless of score (head, question tail)
     token_char_offsets: list[int]  # char offset in the prompt text where each token starts

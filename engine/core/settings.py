@@ -28,6 +28,7 @@ RUN_MODES: tuple[str, ...] = get_args(RunMode)
 DEFAULT_MIN_TOKENS = 4096  # below about 4K tokens the draft costs more than it saves
 DRAFT_PREFILL_CHUNK = 1024  # tokens per draft prefill step: bounds memory, lets Cancel in between
 DRAFT_WINDOW_SINKS = 64  # first prompt tokens every query sees when the draft's prefill is windowed
+TIMED_QUESTION_ROWS = 32  # a timed draft pass scores like a question of about 25 tokens and the assistant header
 MAX_CONTEXT_DEFAULT = 32768  # n_ctx when unset: the target's trained window, at most this
 AUTO_KEEP = "auto"  # keep chosen per request from the draft's scores (engine.draft.keep_policy)
 AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING = 0.1, 0.4  # the range auto chooses in for a look-up
@@ -224,6 +225,12 @@ class RunSettings:
         help="when a question names files of a folder (by path, file name or dotted module) or what its Python "
              "files define (a class, function or constant, written as code), their best-scored chunks are kept "
              "first, definitions before files, up to half of what is kept (off: the draft's scores alone)")
+    question_words: float = setting(
+        1.0, minimum=0.0, maximum=10.0, zero_means="off: the draft's attention alone",
+        label="Question words weight",
+        help="chunks that share the question's rarer words (BM25) rank higher: their rank among the chunks, "
+             "times this weight, adds to their rank by the draft's scores (0 = off: the draft's attention "
+             "alone, as the reference)")
     positions: PositionMode = setting(
         "auto", choices=get_args(PositionMode),
         help="where kept tokens go: restore their original positions, renumber them 0..n, compress the "

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from engine.draft.question_words import ranked_with_words
+
 
 def smooth_rows(rows: torch.Tensor, kernel: int) -> torch.Tensor:
     """1-D average pool along the last axis, stride 1, same length.
@@ -111,12 +113,17 @@ def kept_token_indices(kept: list[int], chunk_size: int, n_tokens: int) -> np.nd
 
 def plan_selection(importance: np.ndarray, chunk_size: int, keep: float, tail_start: int,
                    max_tokens: int | None = None, parts: list[tuple[int, int]] = (),
-                   focus: list[tuple[int, int]] = (), definitions: list[tuple[int, int]] = ()):
+                   focus: list[tuple[int, int]] = (), definitions: list[tuple[int, int]] = (),
+                   word_scores: np.ndarray | None = None, word_weight: float = 0.0):
     """Chunk scores, protected chunks, kept chunks and kept token indices for one prompt; with
     `max_tokens`, the kept chunks hold at most that many tokens (a chunk holds chunk_size at most);
     with `definitions` and `focus` (token ranges of named definitions and files), their best chunks
-    come first; with `parts` (token ranges of pages, sections or files), each part is covered (select_chunks)."""
+    come first; with `parts` (token ranges of pages, sections or files), each part is covered (select_chunks).
+    With `word_scores` (each chunk's match with the question's words) and a positive `word_weight`, the
+    scores returned and selected by are the draft's and the words' ranks together (ranked_with_words)."""
     scores = chunk_scores(importance, chunk_size)
+    if word_scores is not None:
+        scores = ranked_with_words(scores, word_scores, word_weight)
     protected = protected_chunks(len(importance), chunk_size, tail_start)
     max_chunks = None if max_tokens is None else max_tokens // chunk_size
     kept = select_chunks(scores, keep, protected, max_chunks, chunk_parts(parts, chunk_size),

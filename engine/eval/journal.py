@@ -26,7 +26,7 @@ FORMAT = "specprefill-ab-journal/1"
 SUFFIX = ".journal.jsonl"
 # Settings added since journals were first written whose default acts otherwise than the code before
 # them did: a journal without one ran as with this value, not the default.
-AS_BEFORE_THEY_EXISTED = {"named_files": "off", "score_question": False}
+AS_BEFORE_THEY_EXISTED = {"named_files": "off", "score_question": False, "question_words": 0.0}
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,7 @@ def draft_keeps_needle(engine: Engine, text: str, needle: Needle, depth: float, 
                                            ScoringParams.from_settings(settings, prompt.question_rows), cancel))
     draft_s = time.perf_counter() - t0
     kept_idx = plan_request_selection(score.importance, prompt, settings, engine.selection_budget(prompt, settings),
-                                      []).kept_idx
+                                      [], token_char_offsets(engine.runtime.model, prompt)).kept_idx
     a, b = needle_token_span(engine, prompt, needle)
     kept = np.isin(np.arange(a, b), kept_idx).mean()
     return DraftNeedle(depth, read, prompt.n_tokens, float(kept), len(kept_idx) / prompt.n_tokens, draft_s)

@@ -36,7 +36,8 @@ from engine.core.events import (BackgroundEnded, BackgroundEvent, BackgroundProg
 from engine.core.formatting import format_bytes
 from engine.core.memory import needs_by_device, require_all_fit, require_fits
 from engine.core.paths import state_cache_dir
-from engine.core.settings import DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, ModelSettings, RunSettings, nominal_keep
+from engine.core.settings import (DEFAULT_MIN_TOKENS, MAX_CONTEXT_DEFAULT, TIMED_QUESTION_ROWS, ModelSettings, RunSettings,
+                                  nominal_keep)
 from engine.core.steps import StepFn, Steps, chunk_ranges, map_steps, run_to_end
 from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
 from engine.draft.memory import draft_scoring_need, draft_weight_bytes
@@ -377,11 +378,13 @@ class Engine:
 
     def time_draft(self, tokens: list[int], settings: RunSettings | None = None,
                    cancel: CancelToken = NEVER, on_step: StepFn | None = None) -> float:
-        """Seconds for one draft scoring pass over `tokens` (look-ahead, kernel and window from settings)."""
+        """Seconds for one draft scoring pass over `tokens` (look-ahead, kernel and window from settings),
+        with the last TIMED_QUESTION_ROWS tokens' rows recorded when settings.score_question (a question's cost)."""
         settings = settings or RunSettings()
+        params = ScoringParams.from_settings(settings, TIMED_QUESTION_ROWS)
         with self._exclusive():
             start = time.perf_counter()
-            run_to_end(self.scorer.iter_score(list(tokens), ScoringParams.from_settings(settings), cancel), on_step)
+            run_to_end(self.scorer.iter_score(list(tokens), params, cancel), on_step)
             return time.perf_counter() - start
 
     def probe_positions(self) -> bool:
@@ -786,7 +789,7 @@ class Engine:
         yield StageChanged(run, "select")
         offsets = token_char_offsets(self.runtime.model, prompt)  # about 0.2 s at 83K tokens
         parts, focus, definitions = self._segment_parts(request, prompt, settings, offsets)
-        plan = plan_request_selection(score.importance, prompt, settings, budget, parts, focus, definitions)
+        plan = plan_request_selection(score.importance, prompt, settings, budget, parts, offsets, focus, definitions)
         if plan.focused_parts:
             yield Notice(run, focus_notice(plan.focused_parts))
         kept_idx = plan.kept_idx

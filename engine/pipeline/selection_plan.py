@@ -12,6 +12,7 @@ import numpy as np
 from engine.core.settings import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
                                   RunSettings)
 from engine.draft.keep_policy import choose_keep, is_broad_question
+from engine.draft.question_words import bm25_chunk_scores, chunk_texts
 from engine.draft.selection import chunk_scores, plan_selection, protected_chunks
 from engine.ingest.document import Segment
 from engine.llama.prompt import PreparedPrompt
@@ -106,12 +107,20 @@ def focus_notice(labels: Sequence[str]) -> str:
     return f"the question names {', '.join(labels)}: {its} best chunks were kept first"
 
 
+def question_word_scores(prompt: PreparedPrompt, offsets: Sequence[int], chunk_size: int) -> np.ndarray:
+    """Each chunk's BM25 match with the question's words; the question's own chunks get 0."""
+    return bm25_chunk_scores(chunk_texts(prompt.parts.text, offsets, chunk_size), prompt.parts.question,
+                             prompt.tail_start // chunk_size)
+
+
 def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, settings: RunSettings,
-                           budget: int | None, parts: list[tuple[int, int]],
+                           budget: int | None, parts: list[tuple[int, int]], offsets: Sequence[int],
                            focus: Labelled = (), definitions: Labelled = ()) -> SelectionPlan:
     """The keep, then the selection; `parts` (segment_token_parts, given only when the question wants
     coverage) are covered when there is more than one of them; `definitions` and `focus` (each named
-    definition's and file's label and token range) are kept first, in that order."""
+    definition's and file's label and token range) are kept first, in that order. `offsets` (each
+    token's char offset in the prompt text) give the chunks' words for settings.question_words; the
+    keep=auto choice reads the draft's scores alone."""
     question = prompt.parts.question
     keep, reason = settings.keep, ""
     if keep == AUTO_KEEP:
@@ -121,9 +130,11 @@ def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, setti
                              joined_keep=AUTO_KEEP_JOINED)
         keep, reason = choice.keep, choice.reason
     covered = parts if len(parts) > 1 else []
+    words = question_word_scores(prompt, offsets, settings.chunk_size) if settings.question_words > 0 else None
     scores, protected, kept, kept_idx = plan_selection(importance, settings.chunk_size, float(keep),
                                                        prompt.tail_start, budget, covered,
                                                        [span for _, span in focus],
-                                                       [span for _, span in definitions])
+                                                       [span for _, span in definitions],
+                                                       words, settings.question_words)
     return SelectionPlan(scores, protected, kept, kept_idx, float(keep), reason, len(covered),
                          tuple(label for label, _ in (*definitions, *focus)))

@@ -8,7 +8,7 @@ import pytest
 
 from engine.core.cancel import CancelToken
 from engine.core.errors import Cancelled
-from engine.core.settings import ModelSettings
+from engine.core.settings import TIMED_QUESTION_ROWS, ModelSettings, RunSettings
 from engine.eval.calibrate import calibrate_machine, plan, step_message
 from engine.pipeline import costmodel
 
@@ -102,3 +102,17 @@ def test_the_public_api_runs_the_same_calibration(monkeypatch):
     engine_, settings, progress, cancel = object(), ModelSettings(), object(), CancelToken()
     assert engine.api.calibrate_machine(engine_, settings, progress, cancel) == "model"
     assert calls == [(engine_, settings, progress, cancel)]
+
+
+@pytest.mark.parametrize(("score_question", "rows"), [(True, TIMED_QUESTION_ROWS), (False, 0)])
+def test_a_timed_draft_pass_scores_like_a_question_when_the_question_is_scored(engine, monkeypatch,
+                                                                               score_question, rows):
+    seen, iter_score = [], engine.scorer.iter_score
+
+    def recording(tokens, params, cancel):
+        seen.append(params.question_rows)
+        return iter_score(tokens, params, cancel)
+
+    monkeypatch.setattr(engine.scorer, "iter_score", recording)
+    engine.time_draft(list(range(1, 200)), RunSettings(score_question=score_question))
+    assert seen == [rows]

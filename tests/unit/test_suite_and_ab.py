@@ -811,9 +811,11 @@ def test_a_journal_written_before_a_setting_existed_resumes_at_its_default(suite
         read_journal(path, later)
 
 
-@pytest.mark.parametrize(("name", "before"), [("named_files", "off"), ("score_question", False)])
+@pytest.mark.parametrize(("name", "before"), [("named_files", "off"), ("score_question", False),
+                                            ("question_words", 0.0)])
 def test_a_journal_written_before_a_setting_resumes_only_as_the_code_before_it_ran(suite_path, tmp_path, name, before):
-    # Before named_files no file was kept first, before score_question the look-ahead alone scored: those
+    # Before named_files no file was kept first, before score_question the look-ahead alone scored, before
+    # question_words the draft alone ranked the chunks: those
     # cases ran as the old value does, not as the setting's default.
     old_settings = RunSettings(**{name: before})
     header = JournalHeader.of(suite_path, KEEPS, settings_record(old_settings))
