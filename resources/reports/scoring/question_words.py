@@ -34,7 +34,7 @@ from engine.llama.prompt import token_char_offsets  # noqa: E402
 from engine.pipeline import Engine  # noqa: E402
 from engine.pipeline.selection_plan import question_word_scores  # noqa: E402
 
-WEIGHTS = (0.0, 0.5, 1.0, 2.0)
+WEIGHTS = (0.0, 0.5, 1.0, 2.0, 100.0)  # 100: the words first, the draft only ordering the rest and ties
 KEEPS = (0.1, 0.2, 0.3, "auto")
 KINDS = ("all", "number", "fact", "multihop", "code", "count", "choice", "summary")
 
