@@ -36,7 +36,7 @@ def words(text: str) -> list[str]:
         parts = [p for p in IDENTIFIER_PARTS.split(word) if p]
         out += [p.lower() for p in parts]
         if len(parts) > 1:
-            out.append(word.lower())
+            out.append(lower)
     return out
 
 

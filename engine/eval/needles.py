@@ -18,7 +18,7 @@ served.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -108,10 +108,13 @@ def _line_break_after(text: str, depth: float) -> int:
     return len(text) if at < 0 else at
 
 
-def needle_token_span(engine: Engine, prompt, needle: Needle) -> tuple[int, int]:
-    """The prompt tokens that spell the fact (located through the text's character offsets)."""
+def needle_token_span(engine: Engine, prompt, needle: Needle,
+                      offsets: Sequence[int] | None = None) -> tuple[int, int]:
+    """The prompt tokens that spell the fact (located through the text's character offsets: the
+    tokens' `offsets` when the caller has them, else computed)."""
     start_char = prompt.parts.text.index(needle.fact)
-    offsets = token_char_offsets(engine.runtime.model, prompt)
+    if offsets is None:
+        offsets = token_char_offsets(engine.runtime.model, prompt)
     (span,) = char_token_spans([(start_char, start_char + len(needle.fact))], offsets, 0, (0, prompt.n_tokens))
     return span
 
@@ -137,9 +140,10 @@ def draft_keeps_needle(engine: Engine, text: str, needle: Needle, depth: float, 
     score = run_to_end(iter_score_segments(engine.scorer, tokens, prompt.doc_token_span, pass_tokens,
                                            ScoringParams.from_settings(settings, prompt.question_rows), cancel))
     draft_s = time.perf_counter() - t0
+    offsets = token_char_offsets(engine.runtime.model, prompt)  # the chunks' words and the fact's tokens
     kept_idx = plan_request_selection(score.importance, prompt, settings, engine.selection_budget(prompt, settings),
-                                      [], token_char_offsets(engine.runtime.model, prompt)).kept_idx
-    a, b = needle_token_span(engine, prompt, needle)
+                                      [], offsets).kept_idx
+    a, b = needle_token_span(engine, prompt, needle, offsets)
     kept = np.isin(np.arange(a, b), kept_idx).mean()
     return DraftNeedle(depth, read, prompt.n_tokens, float(kept), len(kept_idx) / prompt.n_tokens, draft_s)
 
