@@ -63,8 +63,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--report", type=path_arg, metavar="OUT.html", help="write a self-contained HTML report")
     p.add_argument("--csv", type=path_arg, metavar="OUT.csv", help="write one CSV row per case and run")
     p.add_argument("--resume", action="store_true",
-                   help="skip the cases the journal already holds (a failed case runs again); refused when "
-                        "the journal was made with another suite, other keeps or other settings. " + JOURNAL_HELP)
+                   help="skip the cases the journal already holds (a failed case runs again); keeps may be "
+                        "added, and its cases then run only those; refused when the journal was made with another "
+                        "suite, a keep not asked for or other settings. " + JOURNAL_HELP)
     p.add_argument("--reuse-cache", action="store_true",
                    help="reuse each document's caches across its questions: faster accuracy; cached TTFTs are "
                         "labelled and kept out of the cold means (mean TTFT, speed-up)")
@@ -156,6 +157,11 @@ def _prepare_journal(path: Path, header: JournalHeader, resume: bool) -> dict[st
         return {}
     finished = read_journal(path, header)
     _say(f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')} will not run again")
+    added = [keep for keep in header.keeps if any(keep not in record.spec for record in finished.values())]
+    if added:
+        lacking = sum(1 for record in finished.values() if not set(added) <= record.spec.keys())
+        _say(f"[ab] keeps the journal lacks: {', '.join(added)}; {format_count(lacking, 'finished case')} "
+             "will run only those, beside the journal's runs")
     return finished
 
 

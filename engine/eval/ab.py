@@ -156,17 +156,19 @@ def run_suite(engine: Engine, cases: list[Case], keeps: list[str], settings: Run
 
     `settings` applies to every run except its `keep`, which each SpecPrefill run replaces:
     the caller decides force/min_tokens, and bypassed runs are recorded as such.
-    `finished` holds records of cases already run (a resumed suite): those cases are not run again.
+    `finished` holds records of cases already run (a resumed suite): their runs are not run again; a
+    record that lacks some of `keeps` (a journal made with fewer) runs only those.
     `reuse_cache`: the cases about one document share a DocumentSession (Engine.ask), so its
     follow-up questions are served from the document's caches; their runs say so (served_by).
     Without it every run is a cold one-shot `Engine.stream`.
     """
     validate_keeps(keeps)
     finished = finished or {}
-    done = {case.id: finished[case.id] for case in cases if is_record_of(finished.get(case.id), case)}
+    carried = {case.id: carried_runs(finished.get(case.id), case, keeps) for case in cases}
+    done = {case.id: finished[case.id] for case in cases if len(carried[case.id]) == 1 + len(keeps)}
     todo = [(number, case) for number, case in enumerate(cases, start=1) if case.id not in done]
-    runner = _CaseRunner(engine, keeps, settings, cancel, password)
-    tracker = _ProgressTracker(len(cases), len(todo) * (1 + len(keeps)), clock)
+    runner = _CaseRunner(engine, keeps, settings, cancel, password, carried)
+    tracker = _ProgressTracker(len(cases), sum(1 + len(keeps) - len(carried[case.id]) for _, case in todo), clock)
     run_all = runner.by_document if reuse_cache else runner.one_shot
     new: dict[str, CaseRecord] = {}
     for event in run_all(todo, tracker):
@@ -215,17 +217,19 @@ class _CaseRunner:
     """Runs cases' baselines and keeps; an error becomes the case's record instead of ending the suite."""
 
     def __init__(self, engine: Engine, keeps: list[str], settings: RunSettings, cancel: CancelToken,
-                 password: str | None):
+                 password: str | None, carried: Mapping[str, dict[str | None, RunResult]] | None = None):
         self.engine, self.keeps, self.settings, self.cancel, self.password = engine, keeps, settings, cancel, password
+        self.carried = carried or {}  # by case id: the runs a resumed journal holds (None: the baseline)
         self.documents: dict[Path, Document] = {}  # each document is read once, whatever the number of cases
         self.sessions: dict[Path, DocumentSession] = {}  # with reuse_cache: one per document
 
     def one_shot(self, todo: list[Numbered], tracker: _ProgressTracker) -> Iterator[AbEvent]:
         """Each case in turn, every run a cold one-shot stream: the TTFTs the default report has always had."""
         for number, case in todo:
-            results: dict[str | None, RunResult] = {}
-            error = yield from self._attempt(case, number, [None, *self.keeps], results, self._stream, tracker)
-            yield _case_done(case, results, error)
+            results = self._carried(case)
+            error = yield from self._attempt(case, number, self._lacking([None, *self.keeps], results), results,
+                                             self._stream, tracker)
+            yield self._case_done(case, results, error)
 
     def by_document(self, todo: list[Numbered], tracker: _ProgressTracker) -> Iterator[AbEvent]:
         """Document by document, each in one session (Engine.ask): its cases' runs share its caches."""
@@ -239,15 +243,29 @@ class _CaseRunner:
         cached prefix, whether or not a SpecPrefill run in between would evict it; the SpecPrefill
         runs that follow can then reuse the document's draft cache.
         """
-        results: dict[str, dict[str | None, RunResult]] = {case.id: {} for _, case in group}
+        results = {case.id: self._carried(case) for _, case in group}
         errors: dict[str, str | None] = {}
         for number, case in group:
-            errors[case.id] = yield from self._attempt(case, number, [None], results[case.id], self._ask, tracker)
+            errors[case.id] = yield from self._attempt(case, number, self._lacking([None], results[case.id]),
+                                                       results[case.id], self._ask, tracker)
         for number, case in group:
             if errors[case.id] is None:  # a case whose baseline failed runs no keeps
-                errors[case.id] = yield from self._attempt(case, number, self.keeps, results[case.id], self._ask,
-                                                           tracker)
-            yield _case_done(case, results[case.id], errors[case.id])
+                errors[case.id] = yield from self._attempt(case, number, self._lacking(self.keeps, results[case.id]),
+                                                           results[case.id], self._ask, tracker)
+            yield self._case_done(case, results[case.id], errors[case.id])
+
+    def _carried(self, case: Case) -> dict[str | None, RunResult]:
+        """The case's runs so far: those a resumed journal holds, the rest to come."""
+        return dict(self.carried.get(case.id, {}))
+
+    @staticmethod
+    def _lacking(keeps: list[str | None], results: dict[str | None, RunResult]) -> list[str | None]:
+        return [keep for keep in keeps if keep not in results]
+
+    def _case_done(self, case: Case, results: dict[str | None, RunResult], error: str | None) -> AbCaseDone:
+        """The case's record, its keeps in the suite's order whichever ran first."""
+        ordered = {keep: results[keep] for keep in [None, *self.keeps] if keep in results}
+        return _case_done(case, ordered, error)
 
     def _attempt(self, case: Case, number: int, keeps: list[str | None], results: dict[str | None, RunResult],
                  run: RunFn, tracker: _ProgressTracker) -> Iterator[AbEvent]:
@@ -371,6 +389,14 @@ def run_record(result: RunResult, answers: Iterable[str] | None, reference: str 
     agreement = None if reference is None else answer_agreement(reference, result.answer)
     hit = None if key_points is None else key_point_coverage(result.answer, key_points)
     return RunRecord(result, correct, agreement, hit)
+
+
+def carried_runs(record: CaseRecord | None, case: Case, keeps: list[str]) -> dict[str | None, RunResult]:
+    """The runs of `case` that a resumed journal's `record` holds, by keep (None: the baseline); none
+    when the record is of a failed case (it runs again) or of the case as the suite stated it before."""
+    if not is_record_of(record, case) or record.baseline is None:
+        return {}
+    return {None: record.baseline.result, **{keep: run.result for keep, run in record.spec.items() if keep in keeps}}
 
 
 def is_record_of(record: CaseRecord | None, case: Case) -> bool:

@@ -3,7 +3,8 @@
 A JSONL file. The first line says what was run (the suite, its keeps, settings and whether
 document caches were reused); each next line is one case record, in the report's own JSON.
 Resuming reads back the cases that finished, if all of those are the same (a cold suite's
-TTFTs never mix with cached ones); a case that failed is run again.
+TTFTs never mix with cached ones); a case that failed is run again. Keeps may be added on resuming:
+a finished case then runs only the keeps it lacks, beside its baseline and keeps from the journal.
 A last line cut short by a kill is ignored, and a resumed journal is written anew without it.
 """
 
@@ -54,9 +55,13 @@ class JournalHeader:
         return cls(str(suite.resolve()), tuple(keeps), _jsonable(settings), reuse_cache)
 
     def differences(self, now: JournalHeader) -> list[str]:
-        """What differs from `now`, as "name <this journal's value> (now <the value asked for>)"."""
-        pairs = [("suite", self.suite, now.suite), ("keeps", ",".join(self.keeps), ",".join(now.keeps)),
-                 ("reuse_cache", self.reuse_cache, now.reuse_cache)]
+        """What differs from `now`, as "name <this journal's value> (now <the value asked for>)".
+
+        Keeps may be added, not dropped: the journal's cases then run only the keeps they lack."""
+        pairs = [("suite", self.suite, now.suite)]
+        if not set(self.keeps) <= set(now.keeps):
+            pairs.append(("keeps", ",".join(self.keeps), ",".join(now.keeps)))
+        pairs.append(("reuse_cache", self.reuse_cache, now.reuse_cache))
         pairs += [(name, self.settings.get(name), now.settings.get(name))
                   for name in sorted(self.settings.keys() | now.settings.keys())]
         return [f"{name} {made!r} (now {asked!r})" for name, made, asked in pairs if made != asked]
@@ -84,13 +89,13 @@ def start_journal(path: Path, header: JournalHeader, records: Iterable[CaseRecor
 def read_journal(path: Path, header: JournalHeader) -> dict[str, CaseRecord]:
     """The cases the journal holds as finished, by id (the last record of an id wins).
 
-    Raises AbError when the journal was made for another suite, other keeps or other settings.
+    Raises AbError when the journal was made for another suite, keeps `header` lacks or other settings.
     """
     lines = _read_lines(path)
     differences = JournalHeader.from_json(lines[0]).differences(header)
     if differences:
         raise AbError(f"cannot resume from {path}: it was made with {'; '.join(differences)}; "
-                      "run the same suite with the same keeps and settings (and --reuse-cache or not), "
+                      "run the same suite with the same keeps (or more) and settings (and --reuse-cache or not), "
                       "or start over without resuming")
     try:
         records = [CaseRecord.from_json(line) for line in lines[1:]]

@@ -637,6 +637,51 @@ def test_ab_resume_refuses_a_journal_made_with_other_keeps_or_settings(suite_pat
     assert len(fake_loader) == 1  # refused before loading the models
 
 
+def test_ab_resume_with_an_added_keep_runs_only_that_keep(suite_path, tmp_path, fake_loader, capsys):
+    report = tmp_path / "ab.html"
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.5", "--report", str(report)), NEVER) == 0
+    capsys.readouterr()
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume",
+                           "--json"), NEVER) == 0
+    out, err = capsys.readouterr()
+    assert "keeps the journal lacks: 0.1; 3 finished cases will run only those" in err
+    asked = [(question, mode, settings.keep) for _, question, mode, settings in fake_loader[1].calls]
+    assert asked == [("grid?", "spec", 0.1), ("etchant?", "spec", 0.1), ("summary?", "spec", 0.1)]
+    data = json.loads(out)
+    assert [list(case["spec"]) for case in data["cases"]] == [["0.1", "0.5"]] * 3  # the keeps' order, not the runs'
+    assert data["summary"]["spec"]["0.1"]["speedup"] == pytest.approx(5.0)  # over the journal's baselines
+    assert data["summary"]["spec"]["0.5"]["speedup"] == pytest.approx(20.0 / 6.0)
+    header, *records = journal_lines(tmp_path / "ab.journal.jsonl")
+    assert header["keeps"] == ["0.1", "0.5"] and [list(r["spec"]) for r in records[-3:]] == [["0.1", "0.5"]] * 3
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume"),
+                  NEVER) == 0
+    assert fake_loader[2].calls == []  # every case now holds every keep
+
+
+def test_reuse_cache_resumed_with_an_added_keep_runs_no_baseline(suite_path):
+    cases = load_suite(suite_path)
+    first = run_suite_report(FakeEngine(), cases, ["0.5"], RunSettings(), reuse_cache=True)
+    engine = FakeEngine()
+    events = list(run_suite(engine, cases, KEEPS, RunSettings(), reuse_cache=True,
+                            finished={case.id: case for case in first.cases}))
+    assert [(question, mode, settings.keep) for _, question, mode, settings in engine.calls] == [
+        ("grid?", "spec", 0.1), ("etchant?", "spec", 0.1), ("summary?", "spec", 0.1)]
+    report = events[-1].report
+    assert [case.baseline for case in report.cases] == [case.baseline for case in first.cases]
+    assert [case.spec["0.5"] for case in report.cases] == [case.spec["0.5"] for case in first.cases]
+    progress = [e for e in events if isinstance(e, AbProgress)]
+    assert [p.runs_done for p in progress] == [0, 1, 2] and progress[-1].runs_total == 3
+
+
+def test_a_journal_made_with_more_keeps_than_asked_for_is_refused(suite_path, tmp_path):
+    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings())
+    path = tmp_path / "ab.journal.jsonl"
+    start_journal(path, JournalHeader.of(suite_path, KEEPS, report.environment.settings), report.cases)
+    assert list(read_journal(path, JournalHeader.of(suite_path, [*KEEPS, "auto"], report.environment.settings)))
+    with pytest.raises(AbError, match=r"keeps '0\.1,0\.5' \(now '0\.5,auto'\)"):
+        read_journal(path, JournalHeader.of(suite_path, ["0.5", "auto"], report.environment.settings))
+
+
 def test_ab_journal_without_an_output_file_goes_to_the_cache(suite_path, fake_loader, cache_home, capsys):
     assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5"), NEVER) == 0
     (journal,) = (cache_home / "specprefill" / "ab-journals").glob("suite-*.journal.jsonl")
