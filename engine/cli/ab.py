@@ -156,12 +156,13 @@ def _prepare_journal(path: Path, header: JournalHeader, resume: bool) -> dict[st
         _say(f"[ab] nothing to resume: no journal at {path}; starting from the first case")
         return {}
     finished = read_journal(path, header)
-    _say(f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')} will not run again")
     added = [keep for keep in header.keeps if any(keep not in record.spec for record in finished.values())]
-    if added:
-        lacking = sum(1 for record in finished.values() if not set(added) <= record.spec.keys())
-        _say(f"[ab] keeps the journal lacks: {', '.join(added)}; {format_count(lacking, 'finished case')} "
-             "will run only those, beside the journal's runs")
+    if not added:
+        _say(f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')} will not run again")
+        return finished
+    lacking = sum(1 for record in finished.values() if not set(added) <= record.spec.keys())
+    _say(f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')}, {lacking:,} of which will run "
+         f"only the keeps the journal lacks ({', '.join(added)}), beside their runs in it")
     return finished
 
 

@@ -644,7 +644,7 @@ def test_ab_resume_with_an_added_keep_runs_only_that_keep(suite_path, tmp_path, 
     assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume",
                            "--json"), NEVER) == 0
     out, err = capsys.readouterr()
-    assert "keeps the journal lacks: 0.1; 3 finished cases will run only those" in err
+    assert "3 finished cases, 3 of which will run only the keeps the journal lacks (0.1)" in err
     asked = [(question, mode, settings.keep) for _, question, mode, settings in fake_loader[1].calls]
     assert asked == [("grid?", "spec", 0.1), ("etchant?", "spec", 0.1), ("summary?", "spec", 0.1)]
     data = json.loads(out)
