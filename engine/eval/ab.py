@@ -263,9 +263,12 @@ class _CaseRunner:
         return [keep for keep in keeps if keep not in results]
 
     def _case_done(self, case: Case, results: dict[str | None, RunResult], error: str | None) -> AbCaseDone:
-        """The case's record, its keeps in the suite's order whichever ran first."""
+        """The case's record (or why it failed), its keeps in the suite's order whichever ran first."""
         ordered = {keep: results[keep] for keep in [None, *self.keeps] if keep in results}
-        return _case_done(case, ordered, error)
+        if error is not None:
+            return AbCaseDone(failed_case_record(case, ordered, error), case.line)
+        spec = {keep: result for keep, result in ordered.items() if keep is not None}
+        return AbCaseDone(case_record(case, ordered[None], spec), case.line)
 
     def _attempt(self, case: Case, number: int, keeps: list[str | None], results: dict[str | None, RunResult],
                  run: RunFn, tracker: _ProgressTracker) -> Iterator[AbEvent]:
@@ -322,13 +325,6 @@ def _result_of(events: Iterable, keep: str | None) -> RunResult:
     if not results:
         raise AbError(f"the engine finished the {run_label(keep)} run without a result")
     return results[-1]
-
-
-def _case_done(case: Case, results: dict[str | None, RunResult], error: str | None) -> AbCaseDone:
-    if error is not None:
-        return AbCaseDone(failed_case_record(case, results, error), case.line)
-    spec = {keep: result for keep, result in results.items() if keep is not None}
-    return AbCaseDone(case_record(case, results[None], spec), case.line)
 
 
 class _ProgressTracker:
