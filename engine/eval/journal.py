@@ -91,17 +91,23 @@ def read_journal(path: Path, header: JournalHeader) -> dict[str, CaseRecord]:
 
     Raises AbError when the journal was made for another suite, keeps `header` lacks or other settings.
     """
-    lines = _read_lines(path)
-    differences = JournalHeader.from_json(lines[0]).differences(header)
+    made, finished = load_journal(path)
+    differences = made.differences(header)
     if differences:
         raise AbError(f"cannot resume from {path}: it was made with {'; '.join(differences)}; "
                       "run the same suite with the same keeps (or more) and settings (and --reuse-cache or not), "
                       "or start over without resuming")
+    return finished
+
+
+def load_journal(path: Path) -> tuple[JournalHeader, dict[str, CaseRecord]]:
+    """What the journal was made with, and its finished cases by id (the last record of an id wins)."""
+    lines = _read_lines(path)
     try:
         records = [CaseRecord.from_json(line) for line in lines[1:]]
     except (KeyError, TypeError) as e:
         raise AbError(f"{path}: a case record is damaged ({e}); start over without resuming") from None
-    return {record.id: record for record in records if not record.failed}
+    return JournalHeader.from_json(lines[0]), {record.id: record for record in records if not record.failed}
 
 
 def append_case(path: Path, record: CaseRecord) -> None:

@@ -6,22 +6,19 @@ case, in one process, against the journal's baselines: a same-run TTFT compariso
 without paying the full prefills again (#14, stop 41).
 Usage: python journal-baselines-only.py IN.journal.jsonl OUT.journal.jsonl"""
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from engine.eval.journal import JournalHeader, start_journal
+from engine.eval.journal import JournalHeader, load_journal, start_journal
 from engine.eval.results import CaseRecord
 
 
 def baselines_only(source: Path) -> tuple[JournalHeader, list[CaseRecord]]:
     """The source's header without keeps, and its last record per finished case without its keeps' runs."""
-    lines = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-    header = dataclasses.replace(JournalHeader.from_json(lines[0]), keeps=())
-    records = {record.id: record for record in map(CaseRecord.from_json, lines[1:])}
-    return header, [dataclasses.replace(r, spec={}) for r in records.values() if not r.failed]
+    header, finished = load_journal(source)
+    return dataclasses.replace(header, keeps=()), [dataclasses.replace(r, spec={}) for r in finished.values()]
 
 
 if __name__ == "__main__":
