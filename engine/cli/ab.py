@@ -85,7 +85,7 @@ def command(args, cancel: CancelToken) -> int:
             require_writable_folder(out)
     journal = default_journal_path(args.suite, args.report or args.csv)
     header = JournalHeader.of(args.suite, keeps, settings_record(settings), args.reuse_cache)
-    finished = _prepare_journal(journal, header, args.resume)
+    finished = _prepare_journal(journal, header, args.resume, {case.id for case in cases})
 
     engine = load_engine(args, cancel, quiet=args.json)
     try:
@@ -142,8 +142,9 @@ def require_writable_folder(path: Path) -> None:
     os.unlink(probe)
 
 
-def _prepare_journal(path: Path, header: JournalHeader, resume: bool) -> dict[str, CaseRecord]:
-    """Check the journal can be written; when resuming, read the finished cases to skip."""
+def _prepare_journal(path: Path, header: JournalHeader, resume: bool, chosen: set[str]) -> dict[str, CaseRecord]:
+    """Check the journal can be written; when resuming, read the finished cases to skip. `chosen`: the
+    ids this run asks for (--only, --cases), the only ones an added keep runs on."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)  # the cache's journal folder, the first time
     except OSError as e:
@@ -156,11 +157,12 @@ def _prepare_journal(path: Path, header: JournalHeader, resume: bool) -> dict[st
         _say(f"[ab] nothing to resume: no journal at {path}; starting from the first case")
         return {}
     finished = read_journal(path, header)
-    added = [keep for keep in header.keeps if any(keep not in record.spec for record in finished.values())]
+    asked = [record for record in finished.values() if record.id in chosen]
+    added = [keep for keep in header.keeps if any(keep not in record.spec for record in asked)]
     if not added:
         _say(f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')} will not run again")
         return finished
-    lacking = sum(1 for record in finished.values() if not set(added) <= record.spec.keys())
+    lacking = sum(1 for record in asked if not set(added) <= record.spec.keys())
     _say(f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')}, {lacking:,} of which will run "
          f"only the keeps the journal lacks ({', '.join(added)}), beside their runs in it")
     return finished

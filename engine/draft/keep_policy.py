@@ -27,8 +27,9 @@ _BROAD = re.compile(
     r"|list (all|every)|enumerate"
     r"|how many\b[^?]*\b(list\w*|describ\w*|mention\w*|defin\w*|document\w*|contain\w*|provid\w*))\b",
     re.IGNORECASE)
-# A premise sentence, then a question ("... version. Which value ...?"), or a reference back ("the same").
-_JOINED = re.compile(r"\.\s+[A-Z][^?]*\?|\b[Tt]h(e|at) same\b")
+# A premise sentence or clause, then a question ("... version. Which value ...?", "... figure; what
+# file ...?"), or a reference back ("the same").
+_JOINED = re.compile(r"\.\s+[A-Z][^?]*\?|;\s*(what|which|who|where|when|how)\b[^?]*\?|\b[Tt]h(e|at) same\b")
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,8 @@ def run_suite(engine: Engine, cases: list[Case], keeps: list[str], settings: Run
     `settings` applies to every run except its `keep`, which each SpecPrefill run replaces:
     the caller decides force/min_tokens, and bypassed runs are recorded as such.
     `finished` holds records of cases already run (a resumed suite): their runs are not run again; a
-    record that lacks some of `keeps` (a journal made with fewer) runs only those.
+    record that lacks some of `keeps` (a journal made with fewer) runs only those. Every answer is
+    scored again, so a resumed report grades old and new runs alike.
     `reuse_cache`: the cases about one document share a DocumentSession (Engine.ask), so its
     follow-up questions are served from the document's caches; their runs say so (served_by).
     Without it every run is a cold one-shot `Engine.stream`.
@@ -165,7 +166,8 @@ def run_suite(engine: Engine, cases: list[Case], keeps: list[str], settings: Run
     validate_keeps(keeps)
     finished = finished or {}
     carried = {case.id: carried_runs(finished.get(case.id), case, keeps) for case in cases}
-    done = {case.id: finished[case.id] for case in cases if len(carried[case.id]) == 1 + len(keeps)}
+    done = {case.id: rescored(case, carried[case.id], keeps) for case in cases
+            if len(carried[case.id]) == 1 + len(keeps)}
     todo = [(number, case) for number, case in enumerate(cases, start=1) if case.id not in done]
     runner = _CaseRunner(engine, keeps, settings, cancel, password, carried)
     tracker = _ProgressTracker(len(cases), sum(1 + len(keeps) - len(carried[case.id]) for _, case in todo), clock)
@@ -364,6 +366,11 @@ def case_record(case: Case, baseline: RunResult, spec: dict[str, RunResult]) -> 
         prompt_tokens=prompt_tokens, baseline=run_record(baseline, case.answers, key_points=case.key_points),
         spec={keep: run_record(result, case.answers, baseline.answer, case.key_points) for keep, result in spec.items()},
         key_points=case.key_points)
+
+
+def rescored(case: Case, runs: Mapping[str | None, RunResult], keeps: list[str]) -> CaseRecord:
+    """A finished case's record from its runs (None: the baseline), scored by today's metrics."""
+    return case_record(case, runs[None], {keep: runs[keep] for keep in keeps})
 
 
 def failed_case_record(case: Case, results: dict[str | None, RunResult], error: str) -> CaseRecord:

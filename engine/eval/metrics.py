@@ -13,6 +13,7 @@ _WS = re.compile(r"\s+")
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 _TOKEN = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")  # a CJK character, or a run of other letters and digits
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
+_INNER_SEPARATOR = re.compile(r"(?<=[^\W_])[ _](?=[^\W_])")  # a space or an underscore between two words
 
 
 def normalize(text: str) -> str:
@@ -25,7 +26,8 @@ def is_correct(answer: str, expected: list[str]) -> bool:
 
     A number must match whole: "16" is not found in "160", "2016" or "1.16". Letters may
     touch the match ("-DMPICH_IGNORE_CXX_SEEK" holds "MPICH_IGNORE_CXX_SEEK"), since
-    answers quote flags and identifiers with prefixes.
+    answers quote flags and identifiers with prefixes. Between two words a space and an underscore
+    match alike ("HYDRA CKPOINT INTERVAL", as a PDF gives it, holds "HYDRA CKPOINT_INTERVAL").
     """
     haystack = normalize(answer)
     return any(_expected_pattern(normalize(e)).search(haystack) for e in expected if e.strip())
@@ -53,7 +55,10 @@ def _expected_pattern(expected: str) -> re.Pattern[str]:
     # A digit at either end must not continue a number: no digit, nor a decimal point and a digit, beside it.
     before = r"(?<!\d)(?<!\d\.)" if expected[0].isdigit() else ""
     after = r"(?!\d)(?!\.\d)" if expected[-1].isdigit() else ""
-    return re.compile(before + re.escape(expected) + after)
+    # A PDF's text loses an identifier's inner underscores (MPICH's guide reads "HYDRA CKPOINT INTERVAL"),
+    # and an answer may restore some of them: between two words, a space and an underscore match alike.
+    words = _INNER_SEPARATOR.split(expected)
+    return re.compile(before + "[ _]".join(re.escape(word) for word in words) + after)
 
 
 class UnicodeTokenizer:

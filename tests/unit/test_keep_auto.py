@@ -88,6 +88,8 @@ def test_a_broad_question_gets_the_broad_keep_whatever_its_scores():
     ("mpfi_init gives a variable the default precision. What is that default precision, in bits?", True),
     ("Which environment variable controls the same setting as the -ckpoint-interval option?", True),
     ("A footnote cites a paper by T. Hickey. In which journal was that paper published?", True),
+    ("The layout's schematic is an earlier figure; what file name is printed on that drawing?", True),
+    ("Which file; the one named in the heading?", False),  # a clause, but no question word after it
     ("Which signal requests a checkpoint?", False),
     ("What does Cache.__setitem__ raise when the value is too large?", False),  # a dotted name is no sentence
     ("Which class evicts at random? A) FIFOCache B) RRCache Answer with the option's text.", False),

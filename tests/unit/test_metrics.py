@@ -44,6 +44,22 @@ def test_expected_strings_still_match(answer, expected):
     assert is_correct(answer, [expected])
 
 
+# -- a space and an underscore between words -------------------------------------------------------
+@pytest.mark.parametrize("answer", ["is `HYDRA CKPOINT_INTERVAL`.", "HYDRA_CKPOINT_INTERVAL", "hydra ckpoint interval"])
+def test_an_identifier_matches_with_spaces_or_underscores_between_its_words(answer):
+    assert is_correct(answer, ["HYDRA CKPOINT INTERVAL"])  # as MPICH's guide reads, out of its PDF
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("the class `HashedTuple`", "_HashedTuple"),  # a leading underscore is part of the name
+    ("the prefix FLASK", "FLASK_"),  # so is a trailing one
+    ("HYDRA-CKPOINT-INTERVAL", "HYDRA CKPOINT INTERVAL"),  # only a space or an underscore
+    ("HYDRA CKPOINTINTERVAL", "HYDRA_CKPOINT_INTERVAL"),
+])
+def test_other_separators_and_outer_underscores_still_count(answer, expected):
+    assert not is_correct(answer, [expected])
+
+
 def test_recorded_dev_suite_verdicts_are_unchanged():
     """Every answer the dev-suite reports scored keeps its verdict (numbers on word boundaries changed none)."""
     for path in DEV_SUITE_REPORTS:

@@ -658,6 +658,38 @@ def test_ab_resume_with_an_added_keep_runs_only_that_keep(suite_path, tmp_path, 
     assert fake_loader[2].calls == []  # every case now holds every keep
 
 
+def test_ab_resume_with_an_added_keep_counts_only_the_chosen_cases(suite_path, tmp_path, fake_loader, capsys):
+    report = tmp_path / "ab.html"
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.5", "--report", str(report)), NEVER) == 0
+    capsys.readouterr()
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume",
+                           "--cases", "etchant", "--json"), NEVER) == 0
+    _, err = capsys.readouterr()
+    assert "3 finished cases, 1 of which will run only the keeps the journal lacks (0.1)" in err
+    assert [(question, settings.keep) for _, question, _, settings in fake_loader[1].calls] == [("etchant?", 0.1)]
+    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume",
+                           "--cases", "etchant", "--json"), NEVER) == 0
+    assert "3 finished cases will not run again" in capsys.readouterr().err  # the others lack 0.1, not etchant
+    assert fake_loader[2].calls == []
+
+
+def test_a_resumed_suite_scores_its_finished_cases_again(suite_path):
+    cases = load_suite(suite_path)
+    first = run_suite_report(FakeEngine(), cases, ["0.5"], RunSettings())
+    # As if an older grader had scored every run the other way round.
+    flipped = {r.id: replace(r, baseline=replace(r.baseline, correct=None if r.baseline.correct is None
+                                                  else not r.baseline.correct),
+                             spec={k: replace(run, correct=None if run.correct is None else not run.correct)
+                                   for k, run in r.spec.items()}) for r in first.cases}
+    engine = FakeEngine()
+    events = list(run_suite(engine, cases, ["0.5"], RunSettings(), finished=flipped))
+    assert engine.calls == []  # nothing ran again
+    again = events[-1].report
+    assert [(r.baseline.correct, r.spec["0.5"].correct) for r in again.cases] == [
+        (r.baseline.correct, r.spec["0.5"].correct) for r in first.cases]
+    assert any(r.baseline.correct is not None for r in again.cases)
+
+
 def test_reuse_cache_resumed_with_an_added_keep_runs_no_baseline(suite_path):
     cases = load_suite(suite_path)
     first = run_suite_report(FakeEngine(), cases, ["0.5"], RunSettings(), reuse_cache=True)

@@ -1,0 +1,123 @@
+"""Offline: does a longer look-ahead keep more of the answers' text? (#14, stop 43, on the multi-hop.)
+
+Per case, one draft pass of MAX_STEPS look-ahead steps with each step's scores kept (and the
+question's rows, which the engine scores by default); the importance for L steps is the mean of the
+first L steps and the question's rows, as the engine's own pass of L steps gives it, since the
+look-ahead is greedy. Each importance then goes through the engine's selection
+(plan_request_selection, named files and words as in a run) at keeps 0.2, 0.3 and auto; a case
+counts as kept when half the tokens of one place of its answer are (layer_evidence's rule).
+Usage: HF_HUB_OFFLINE=1 python lookahead_steps.py OUT.jsonl [KIND,KIND...]  (default: multihop)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import engine.draft.scorer as scorer_module  # noqa: E402
+from layer_evidence import text_places, token_places  # noqa: E402
+
+from engine.core.settings import ModelSettings, RunSettings  # noqa: E402
+from engine.core.steps import run_to_end  # noqa: E402
+from engine.draft.scorer import DraftPrefix, ScoringParams  # noqa: E402
+from engine.eval.suite import load_suite  # noqa: E402
+from engine.ingest import load_document  # noqa: E402
+from engine.llama.prompt import token_char_offsets  # noqa: E402
+from engine.pipeline import Engine  # noqa: E402
+from engine.pipeline.selection_plan import plan_request_selection, wanted_parts  # noqa: E402
+
+MAX_STEPS = 32
+STEPS = (8, 16, 24, 32)
+KEEPS = (0.2, 0.3, "auto")
+
+
+class StepRecorder:
+    """Wraps the scorer's step_importance and with_question: keeps each look-ahead step's importance
+    row and the question's rows, and returns what they return."""
+
+    def __init__(self):
+        self.steps, self.question = [], None
+        self._step, self._with_question = scorer_module.step_importance, scorer_module.with_question
+        scorer_module.step_importance, scorer_module.with_question = self.record_step, self.record_question
+
+    def record_step(self, rows, kernel):
+        importance = self._step(rows, kernel)
+        self.steps.append(importance.double().numpy().copy())
+        return importance
+
+    def record_question(self, lookahead, question_rows):
+        self.question = question_rows.double().numpy().copy()
+        return self._with_question(lookahead, question_rows)
+
+    def reset(self):
+        self.steps, self.question = [], None
+
+    def importance(self, n_steps: int) -> np.ndarray:
+        """The importance a pass of `n_steps` look-ahead steps gives (fewer when the draft stopped early)."""
+        used = self.steps[:n_steps]
+        rows = [*used, *(self.question if self.question is not None else [])]
+        return np.mean(rows, axis=0)
+
+
+def kept_share(engine, prompt, doc, case, importance, keep) -> tuple[bool, float]:
+    """Whether the selection at `keep` holds one place of the answer, and the share of tokens it keeps."""
+    settings = RunSettings(keep=keep)
+    offsets = token_char_offsets(engine.runtime.model, prompt)
+    wanted = wanted_parts(settings, case.question, prompt.parts.document, tuple(doc.segments))
+    parts, focus, definitions = ([], (), ()) if not wanted else wanted.in_tokens(
+        offsets, len(prompt.parts.prefix), prompt.doc_token_span)
+    plan = plan_request_selection(importance, prompt, settings, None, parts, offsets, focus, definitions)
+    mask = np.zeros(prompt.n_tokens, bool)
+    mask[plan.kept_idx] = True
+    places = token_places(engine, prompt, text_places(prompt.parts.document, case.answers, 0,
+                                                      len(prompt.parts.document)))
+    return any(mask[a:b].mean() >= 0.5 for a, b in places), len(plan.kept_idx) / prompt.n_tokens
+
+
+def main() -> int:
+    if len(sys.argv) not in (2, 3):
+        return print(__doc__) or 2
+    kinds = set((sys.argv[2] if len(sys.argv) == 3 else "multihop").split(","))
+    cases = [c for c in load_suite(ROOT / "resources/eval/fidelity.jsonl") if c.kind in kinds and c.answers]
+    by_doc = defaultdict(list)
+    for case in cases:
+        by_doc[case.doc].append(case)
+    recorder, base = StepRecorder(), RunSettings(lookahead=MAX_STEPS)
+    engine = Engine.load(ModelSettings())
+    try:
+        with open(sys.argv[1], "w", encoding="utf-8") as out:
+            for doc_path, doc_cases in by_doc.items():
+                doc, prefix = load_document(doc_path), None
+                for case in doc_cases:
+                    prompt = engine.prepare(doc.text, case.question, base)
+                    prefix = prefix or DraftPrefix(prompt.tokens[:prompt.tail_start].copy(), base.draft_window)
+                    recorder.reset()
+                    t0 = time.perf_counter()
+                    score = run_to_end(engine.scorer.iter_score(
+                        prompt.tokens.tolist(), ScoringParams.from_settings(base, prompt.question_rows), prefix=prefix))
+                    row = dict(id=case.id, kind=case.kind, tokens=prompt.n_tokens,
+                               draft_s=round(time.perf_counter() - t0, 1),
+                               lookahead=engine.detokenize(score.lookahead_tokens))
+                    for steps in STEPS:
+                        for keep in KEEPS:
+                            kept, share = kept_share(engine, prompt, doc, case, recorder.importance(steps), keep)
+                            row[f"{steps}/{keep}"], row[f"{steps}/{keep}_kept"] = int(kept), round(share, 3)
+                    out.write(json.dumps(row) + "\n")
+                    out.flush()
+                    print(case.id, {k: v for k, v in row.items() if "/" in k and "_kept" not in k}, flush=True)
+    finally:
+        engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
