@@ -9,7 +9,9 @@ question needs least well; coverage then spreads that keep over the document's p
 that joins two facts (it states a premise, then asks about it: "mpfi_init gives a variable the
 default precision. What is that precision?") gets a fixed joined keep: its second fact is where
 the draft's selection failed most at every spread (a multi-hop case's answer text was kept at 0.2
-in 4 of 7 cases, at 0.3 in 6 of 7).
+in 4 of 7 cases, at 0.3 in 6 of 7), and the target needs more than the answer's chunk to make the
+join (on the fidelity suite's 11 joined questions the full prefill answers: 8 right at 0.2, 9 at
+0.3, 11 at 0.4).
 """
 
 from __future__ import annotations
