@@ -27,7 +27,7 @@ def is_correct(answer: str, expected: list[str]) -> bool:
     A number must match whole: "16" is not found in "160", "2016" or "1.16". Letters may
     touch the match ("-DMPICH_IGNORE_CXX_SEEK" holds "MPICH_IGNORE_CXX_SEEK"), since
     answers quote flags and identifiers with prefixes. Between two words a space and an underscore
-    match alike ("HYDRA CKPOINT INTERVAL", as a PDF gives it, holds "HYDRA CKPOINT_INTERVAL").
+    match alike: "HYDRA CKPOINT_INTERVAL" holds "HYDRA CKPOINT INTERVAL", as a PDF gives it.
     """
     haystack = normalize(answer)
     return any(_expected_pattern(normalize(e)).search(haystack) for e in expected if e.strip())
