@@ -676,11 +676,11 @@ def test_ab_resume_with_an_added_keep_counts_only_the_chosen_cases(suite_path, t
 def test_a_resumed_suite_scores_its_finished_cases_again(suite_path):
     cases = load_suite(suite_path)
     first = run_suite_report(FakeEngine(), cases, ["0.5"], RunSettings())
-    # As if an older grader had scored every run the other way round.
-    flipped = {r.id: replace(r, baseline=replace(r.baseline, correct=None if r.baseline.correct is None
-                                                  else not r.baseline.correct),
-                             spec={k: replace(run, correct=None if run.correct is None else not run.correct)
-                                   for k, run in r.spec.items()}) for r in first.cases}
+    def graded_the_other_way(run):  # as if an older grader had scored it
+        return replace(run, correct=None if run.correct is None else not run.correct)
+
+    flipped = {r.id: replace(r, baseline=graded_the_other_way(r.baseline),
+                             spec={k: graded_the_other_way(run) for k, run in r.spec.items()}) for r in first.cases}
     engine = FakeEngine()
     events = list(run_suite(engine, cases, ["0.5"], RunSettings(), finished=flipped))
     assert engine.calls == []  # nothing ran again

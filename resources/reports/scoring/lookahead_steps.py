@@ -68,19 +68,27 @@ class StepRecorder:
         return np.mean(rows, axis=0)
 
 
-def kept_share(engine, prompt, doc, case, importance, keep) -> tuple[bool, float]:
-    """Whether the selection at `keep` holds one place of the answer, and the share of tokens it keeps."""
-    settings = RunSettings(keep=keep)
-    offsets = token_char_offsets(engine.runtime.model, prompt)
-    wanted = wanted_parts(settings, case.question, prompt.parts.document, tuple(doc.segments))
-    parts, focus, definitions = ([], (), ()) if not wanted else wanted.in_tokens(
-        offsets, len(prompt.parts.prefix), prompt.doc_token_span)
-    plan = plan_request_selection(importance, prompt, settings, None, parts, offsets, focus, definitions)
-    mask = np.zeros(prompt.n_tokens, bool)
-    mask[plan.kept_idx] = True
-    places = token_places(engine, prompt, text_places(prompt.parts.document, case.answers, 0,
-                                                      len(prompt.parts.document)))
-    return any(mask[a:b].mean() >= 0.5 for a, b in places), len(plan.kept_idx) / prompt.n_tokens
+class CaseSelection:
+    """One case's prompt, with what every selection of it shares: the tokens' char offsets, the parts
+    its question wants covered or kept first, and the token places of its answer."""
+
+    def __init__(self, engine, prompt, doc, case):
+        self.prompt, self.case = prompt, case
+        self.offsets = token_char_offsets(engine.runtime.model, prompt)
+        # wanted_parts reads coverage and named files, not the keep: one for every keep.
+        wanted = wanted_parts(RunSettings(), case.question, prompt.parts.document, tuple(doc.segments))
+        self.parts, self.focus, self.definitions = ([], (), ()) if not wanted else wanted.in_tokens(
+            self.offsets, len(prompt.parts.prefix), prompt.doc_token_span)
+        self.places = token_places(engine, prompt, text_places(prompt.parts.document, case.answers, 0,
+                                                               len(prompt.parts.document)))
+
+    def kept_share(self, importance, keep) -> tuple[bool, float]:
+        """Whether the selection at `keep` holds one place of the answer, and the share of tokens it keeps."""
+        plan = plan_request_selection(importance, self.prompt, RunSettings(keep=keep), None, self.parts,
+                                      self.offsets, self.focus, self.definitions)
+        mask = np.zeros(self.prompt.n_tokens, bool)
+        mask[plan.kept_idx] = True
+        return any(mask[a:b].mean() >= 0.5 for a, b in self.places), len(plan.kept_idx) / self.prompt.n_tokens
 
 
 def main() -> int:
@@ -107,9 +115,10 @@ def main() -> int:
                     row = dict(id=case.id, kind=case.kind, tokens=prompt.n_tokens,
                                draft_s=round(time.perf_counter() - t0, 1),
                                lookahead=engine.detokenize(score.lookahead_tokens))
+                    selection = CaseSelection(engine, prompt, doc, case)
                     for steps in STEPS:
                         for keep in KEEPS:
-                            kept, share = kept_share(engine, prompt, doc, case, recorder.importance(steps), keep)
+                            kept, share = selection.kept_share(recorder.importance(steps), keep)
                             row[f"{steps}/{keep}"], row[f"{steps}/{keep}_kept"] = int(kept), round(share, 3)
                     out.write(json.dumps(row) + "\n")
                     out.flush()
