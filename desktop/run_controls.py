@@ -9,7 +9,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QStandardItemModel
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
 
-from engine.api import AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_JOINED, GAPPED_POSITIONS, RunSettings, option_of
+from engine.api import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED, AUTO_LONG_LOOKUP_TOKENS,
+                        GAPPED_POSITIONS, RunSettings, option_of)
 
 KEEP_MIN, KEEP_MAX = 5, 90  # percent: the slider's span, inside the schema's (0, 1]
 KEEP_DEFAULT = round(RunSettings.keep * 100)  # a dataclass keeps each field's default as a class attribute
@@ -39,7 +40,8 @@ class RunControls(QWidget):
                                   "relevant text is concentrated, more where it is spread out; a summary or "
                                   f"another whole-document question keeps {AUTO_KEEP_BROAD:.0%}, which coverage "
                                   "spreads over every part; a question that joins two facts keeps "
-                                  f"{AUTO_KEEP_JOINED:.0%}")
+                                  f"{AUTO_KEEP_JOINED:.0%}; a look-up in a document of "
+                                  f"{AUTO_LONG_LOOKUP_TOKENS:,}+ tokens keeps {AUTO_KEEP_FLOOR:.0%}")
         self.keep_auto.toggled.connect(self._on_keep_auto)
         self.positions = QComboBox()
         self.positions.setObjectName("positionMode")

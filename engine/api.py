@@ -22,8 +22,9 @@ from engine.core.formatting import (MISSING, format_accuracy, format_bytes, form
 from engine.core.events import (SERVED_BY_LABELS, BackgroundEnded, BackgroundEvent, BackgroundProgress,
                                 CompareResult, EngineEvent, Notice, Progress, RunFinished, RunName, RunResult,
                                 Selection, SelectionMade, Stage, StageChanged, TokenGenerated, run_order)
-from engine.core.settings import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_JOINED, DEFAULT_MIN_TOKENS, ModelSettings,
-                                  Option, RunSettings, describe, nominal_keep, option_of, options, validate, value_type)
+from engine.core.settings import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
+                                  AUTO_LONG_LOOKUP_TOKENS, DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings,
+                                  describe, nominal_keep, option_of, options, validate, value_type)
 from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbFinished, AbProgress, AbRunDone, parse_keeps,
                             run_label, run_record, run_suite)
 from engine.eval.metrics import answer_agreement
@@ -59,7 +60,7 @@ __all__ = [
     "calibrate_machine",
     "BackgroundEnded", "BackgroundEvent", "BackgroundProgress", "DocumentSession", "SERVED_BY_LABELS",
     "SESSION_MODES", "GAPPED_POSITIONS", "fit_note", "run_notes", "selection_note", "AUTO_KEEP",
-    "AUTO_KEEP_BROAD", "AUTO_KEEP_JOINED", "nominal_keep",
+    "AUTO_KEEP_BROAD", "AUTO_KEEP_FLOOR", "AUTO_KEEP_JOINED", "AUTO_LONG_LOOKUP_TOKENS", "nominal_keep",
     "format_bytes", "format_count", "format_percent", "format_percent_short", "format_rate", "format_ratio",
     "format_seconds",
     "DEFAULT_WORKER_PORT", "Endpoint", "is_loopback", "join_endpoints", "parse_endpoint", "parse_endpoints",

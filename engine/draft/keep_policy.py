@@ -11,7 +11,11 @@ default precision. What is that precision?") gets a fixed joined keep: its secon
 the draft's selection failed most at every spread (a multi-hop case's answer text was kept at 0.2
 in 4 of 7 cases, at 0.3 in 6 of 7), and the target needs more than the answer's chunk to make the
 join (on the fidelity suite's 11 joined questions the full prefill answers: 8 right at 0.2, 9 at
-0.3, 11 at 0.4).
+0.3, 11 at 0.4). Any other question in a long prompt (`long_tokens` and up) keeps the floor: the
+answer of a look-up sits in a few chunks, and a tenth of 10,000 tokens is already 31 chunks, what
+keep 0.2 gives a 5,000-token document (on the fidelity suite's 27 such look-ups, of the 19 the full
+prefill answers the floor answered 17 and the spread's keeps 17 too, each missing two, at 1.6 times
+the floor's tokens).
 """
 
 from __future__ import annotations
@@ -73,14 +77,18 @@ def spread_position(spread: float, low: float = SPREAD_LOW, high: float = SPREAD
 
 
 def choose_keep(chunk_scores: np.ndarray, protected: list[int], question: str, floor: float,
-                ceiling: float, *, broad_keep: float, joined_keep: float) -> KeepChoice:
+                ceiling: float, *, broad_keep: float, joined_keep: float, prompt_tokens: int = 0,
+                long_tokens: int | None = None) -> KeepChoice:
     """The keep for this question: `broad_keep` for a broad question, `joined_keep` for one that joins
-    two facts, else from the scores' spread."""
+    two facts, the floor for any other in a prompt of `long_tokens` or more, else from the scores'
+    spread."""
     spread = score_spread(chunk_scores, protected)
     if is_broad_question(question):
         return KeepChoice(broad_keep, "a broad question, such as a summary", True, spread)
     if is_joined_question(question):
         return KeepChoice(joined_keep, "the question joins two facts", False, spread)
+    if long_tokens is not None and prompt_tokens >= long_tokens:
+        return KeepChoice(floor, "a look-up in a long document", False, spread)
     t = spread_position(spread)
     keep = round(floor + t * (ceiling - floor), 3)
     if t == 0.0:

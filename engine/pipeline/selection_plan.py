@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.core.settings import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
-                                  RunSettings)
+                                  AUTO_LONG_LOOKUP_TOKENS, RunSettings)
 from engine.draft.keep_policy import choose_keep, is_broad_question
 from engine.draft.question_words import bm25_chunk_scores, chunk_texts
 from engine.draft.selection import chunk_scores, plan_selection, protected_chunks
@@ -127,7 +127,8 @@ def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, setti
         choice = choose_keep(chunk_scores(importance, settings.chunk_size),
                              protected_chunks(len(importance), settings.chunk_size, prompt.tail_start),
                              question, AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING, broad_keep=AUTO_KEEP_BROAD,
-                             joined_keep=AUTO_KEEP_JOINED)
+                             joined_keep=AUTO_KEEP_JOINED, prompt_tokens=len(importance),
+                             long_tokens=AUTO_LONG_LOOKUP_TOKENS)
         keep, reason = choice.keep, choice.reason
     covered = parts if len(parts) > 1 else []
     words = question_word_scores(prompt, offsets, settings.chunk_size) if settings.question_words > 0 else None

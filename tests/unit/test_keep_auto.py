@@ -13,7 +13,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 from engine.cli.options import OneLineParser, add_run_options, run_settings_from
 from engine.core.errors import SettingsError
 from engine.core.events import RunFinished, RunResult, SelectionMade
-from engine.core.settings import (AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED, RunSettings,
+from engine.core.settings import (AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
+                                  AUTO_LONG_LOOKUP_TOKENS, RunSettings,
                                   nominal_keep)
 from engine.draft.keep_policy import choose_keep, is_broad_question, is_joined_question, score_spread
 from engine.draft.selection import chunk_parts, coverage_picks, select_chunks
@@ -26,8 +27,9 @@ from tests.fixtures.kept_parts import kept_segment_labels
 FLOOR, CEILING = AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING
 
 
-def choose(scores: np.ndarray, question: str):
-    return choose_keep(scores, [0], question, FLOOR, CEILING, broad_keep=AUTO_KEEP_BROAD, joined_keep=AUTO_KEEP_JOINED)
+def choose(scores: np.ndarray, question: str, prompt_tokens: int = 0):
+    return choose_keep(scores, [0], question, FLOOR, CEILING, broad_keep=AUTO_KEEP_BROAD, joined_keep=AUTO_KEEP_JOINED,
+                       prompt_tokens=prompt_tokens, long_tokens=AUTO_LONG_LOOKUP_TOKENS)
 
 
 def peaked(n: int = 200, peak: slice = slice(50, 53)) -> np.ndarray:
@@ -103,6 +105,20 @@ def test_a_joined_question_gets_the_joined_keep_whatever_its_scores():
     for scores in (peaked(), np.tile([1.0, 2.0], 100)):
         choice = choose(scores, "Instance folders came in one Flask version. Which TRAP_ value came in the same one?")
         assert (choice.keep, choice.reason, choice.broad) == (AUTO_KEEP_JOINED, "the question joins two facts", False)
+
+
+def test_a_look_up_in_a_long_prompt_keeps_the_floor_however_spread_its_scores():
+    spread = np.tile([1.0, 2.0], 100)
+    assert choose(spread, "Which value?", AUTO_LONG_LOOKUP_TOKENS - 1).keep == CEILING  # short: from the spread
+    choice = choose(spread, "Which value?", AUTO_LONG_LOOKUP_TOKENS)
+    assert (choice.keep, choice.reason, choice.broad) == (FLOOR, "a look-up in a long document", False)
+    assert choice.spread > 0.35  # still measured, for the report
+
+
+def test_in_a_long_prompt_a_broad_or_joined_question_keeps_its_own_keep():
+    long = 2 * AUTO_LONG_LOOKUP_TOKENS
+    assert choose(peaked(), "Summarize what this document covers.", long).keep == AUTO_KEEP_BROAD
+    assert choose(peaked(), "A footnote cites T. Hickey. Which journal?", long).keep == AUTO_KEEP_JOINED
 
 
 # -- coverage ------------------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aggregations import case_score  # noqa: E402
 from question_rows import every_row, load_cases  # noqa: E402
 
-from engine.core.settings import AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED  # noqa: E402
+from engine.core.settings import (AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,  # noqa: E402
+                                  AUTO_LONG_LOOKUP_TOKENS, RunSettings)
 from engine.draft.keep_policy import (SPREAD_HIGH, SPREAD_LOW, choose_keep, is_broad_question,  # noqa: E402
                                       score_spread, spread_position)
 from engine.eval.suite import load_suite  # noqa: E402
@@ -57,9 +58,11 @@ def fixed(keep):
 
 
 def current(scores, protected, question):
-    """The engine's keep=auto today (engine/draft/keep_policy.py)."""
+    """The engine's keep=auto today (engine/draft/keep_policy.py); the prompt's length counted as its
+    chunks' (the last one's shortness does not matter at the long-look-up threshold)."""
     return choose_keep(scores, protected, question, FLOOR, CEILING, broad_keep=BROAD_KEEP,
-                       joined_keep=AUTO_KEEP_JOINED).keep
+                       joined_keep=AUTO_KEEP_JOINED, prompt_tokens=len(scores) * RunSettings.chunk_size,
+                       long_tokens=AUTO_LONG_LOOKUP_TOKENS).keep
 
 
 def by_mass(mass, scale=1.0):
