@@ -41,7 +41,8 @@ class RunControls(QWidget):
                                   f"another whole-document question keeps {AUTO_KEEP_BROAD:.0%}, which coverage "
                                   "spreads over every part; a question that joins two facts keeps "
                                   f"{AUTO_KEEP_JOINED:.0%}; a look-up in a document of "
-                                  f"{AUTO_LONG_LOOKUP_TOKENS:,}+ tokens keeps {AUTO_KEEP_FLOOR:.0%}")
+                                  f"{AUTO_LONG_LOOKUP_TOKENS:,}+ tokens that fits the target's window keeps "
+                                  f"{AUTO_KEEP_FLOOR:.0%}")
         self.keep_auto.toggled.connect(self._on_keep_auto)
         self.positions = QComboBox()
         self.positions.setObjectName("positionMode")

@@ -40,7 +40,8 @@ AUTO_KEEP_BROAD = 0.2
 AUTO_KEEP_JOINED = 0.4
 # From this many prompt tokens on, a look-up keeps the floor: 0.1 of them is 31+ chunks, and on the
 # fidelity suite's 27 look-ups in 13K-22K-token prompts the spread's keeps (1.6 times the floor's
-# tokens) answered 17 of the full prefill's 19, as the floor did (stop 44).
+# tokens) answered 17 of the full prefill's 19, as the floor did (stop 44). Only for prompts that fit
+# the target's window: past it a 48K needle at 0.1 was lost (selection_plan.long_lookup_tokens).
 AUTO_LONG_LOOKUP_TOKENS = 10_000
 AUTO_KEEP_NOMINAL = 0.2  # what predictions made before the draft has scored assume auto keeps
 Coverage = Literal["auto", "on", "off"]
@@ -218,7 +219,7 @@ class RunSettings:
              f"concentrated the draft's scores are, between {AUTO_KEEP_FLOOR} and {AUTO_KEEP_CEILING} "
              f"(a broad question, such as a summary, gets {AUTO_KEEP_BROAD}, which coverage spreads over the "
              f"document; one that joins two facts gets {AUTO_KEEP_JOINED}; a look-up in a prompt of "
-             f"{AUTO_LONG_LOOKUP_TOKENS:,} tokens or more gets {AUTO_KEEP_FLOOR})")
+             f"{AUTO_LONG_LOOKUP_TOKENS:,} tokens or more that fits the target's window gets {AUTO_KEEP_FLOOR})")
     coverage: Coverage = setting(
         "auto", choices=get_args(Coverage), label="Coverage",
         choice_labels=(("auto", "Auto (broad questions)"), ("on", "Always"), ("off", "Off")),

@@ -113,6 +113,13 @@ def question_word_scores(prompt: PreparedPrompt, offsets: Sequence[int], chunk_s
                              prompt.tail_start // chunk_size)
 
 
+def long_lookup_tokens(budget: int | None) -> int | None:
+    """The prompt length from which auto gives a look-up the floor: only for prompts that fit the
+    target's window (`budget` None), where it was measured; past it a 48K needle at 0.1 was lost
+    (keep 0.2 found it), so the spread's keep stays."""
+    return AUTO_LONG_LOOKUP_TOKENS if budget is None else None
+
+
 def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, settings: RunSettings,
                            budget: int | None, parts: list[tuple[int, int]], offsets: Sequence[int],
                            focus: Labelled = (), definitions: Labelled = ()) -> SelectionPlan:
@@ -128,7 +135,7 @@ def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, setti
                              protected_chunks(len(importance), settings.chunk_size, prompt.tail_start),
                              question, AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING, broad_keep=AUTO_KEEP_BROAD,
                              joined_keep=AUTO_KEEP_JOINED, prompt_tokens=len(importance),
-                             long_tokens=AUTO_LONG_LOOKUP_TOKENS)
+                             long_tokens=long_lookup_tokens(budget))
         keep, reason = choice.keep, choice.reason
     covered = parts if len(parts) > 1 else []
     words = question_word_scores(prompt, offsets, settings.chunk_size) if settings.question_words > 0 else None

@@ -21,7 +21,8 @@ from engine.draft.selection import chunk_parts, coverage_picks, select_chunks
 from engine.eval.ab import AbError, parse_keeps
 from engine.eval.results import selection_note
 from engine.ingest.document import Document, Segment
-from engine.pipeline.selection_plan import segment_token_parts
+from engine.llama.prompt import PreparedPrompt, PromptParts
+from engine.pipeline.selection_plan import plan_request_selection, segment_token_parts
 from tests.fixtures.kept_parts import kept_segment_labels
 
 FLOOR, CEILING = AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING
@@ -119,6 +120,20 @@ def test_in_a_long_prompt_a_broad_or_joined_question_keeps_its_own_keep():
     long = 2 * AUTO_LONG_LOOKUP_TOKENS
     assert choose(peaked(), "Summarize what this document covers.", long).keep == AUTO_KEEP_BROAD
     assert choose(peaked(), "A footnote cites T. Hickey. Which journal?", long).keep == AUTO_KEEP_JOINED
+
+
+def test_past_the_window_a_long_look_up_keeps_the_spreads_keep():
+    n_tokens = AUTO_LONG_LOOKUP_TOKENS + 400
+    parts = PromptParts(prefix="", document="x" * (n_tokens - 4), gap="", question="Which value?", tail="")
+    prompt = PreparedPrompt(parts, np.arange(n_tokens, dtype=np.int32), (0, n_tokens - 4))
+    importance = np.tile([1.0, 1.0, 2.0, 2.0], n_tokens // 4)  # chunks of 2 alike in pairs: spread out
+    settings = RunSettings(keep="auto", chunk_size=2, question_words=0)
+
+    def plan(budget):
+        return plan_request_selection(importance, prompt, settings, budget, [], list(range(n_tokens)))
+
+    assert (plan(None).keep, plan(None).keep_reason) == (FLOOR, "a look-up in a long document")  # fits
+    assert (plan(n_tokens // 2).keep, plan(n_tokens // 2).keep_reason) == (CEILING, "the relevant text is spread out")
 
 
 # -- coverage ------------------------------------------------------------------------------------------
