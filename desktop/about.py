@@ -46,7 +46,8 @@ def model_facts(info: Any | None) -> list[Fact]:
     """The loaded models' names, from the engine's EngineInfo (None: nothing loaded)."""
     if info is None:
         return [("Target model", NOT_LOADED), ("Draft model", NOT_LOADED)]
-    return [("Target model", str(info.target_name)), ("Draft model", str(info.draft_name))]
+    return [("Target model", str(info.target_name)), ("Draft model", str(info.draft_name)),
+            ("llama.cpp CPU path", str(getattr(info, "cpu_path", "") or "not recorded"))]
 
 
 def about_html(info: Any | None) -> str:

@@ -1,7 +1,10 @@
 """Build (once) and cache the llama-cpp-python wheel with the gapped-positions patch.
 
-The wheel is keyed by version, patch hash, backend and CPU flags (ggml builds with
--march=native), so setup and CI reuse it instead of a rebuild of minutes.
+The wheel is portable: ggml is built with GGML_BACKEND_DL and one CPU library per
+micro-architecture (libggml-cpu-<variant>.so), and the app loads the best one this CPU runs
+(engine/llama/cpu_backend.py). So the wheel is keyed by version, patch hash and backend only,
+never by the host's CPU, and setup and CI reuse it instead of a rebuild of minutes.
+See the README, "Supported CPUs", for the variants and why these four.
 Stdlib only: this runs before the project's dependencies are installed.
 
 Usage: python packaging/build_llama_wheel.py [--gpu cpu|cuda] [--install | --print-path]
@@ -21,6 +24,7 @@ import argparse
 import collections
 import hashlib
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -38,6 +42,11 @@ LLAMA_VERSION = "0.3.36"
 PATCH_FILE = Path(__file__).with_name("llama-cpp-gapped-positions.patch")
 # Ours: always passed first, whatever the user adds.
 CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_RPC=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
+# Never -march=native: one CPU library per variant, chosen at run time.
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON"
+# The smallest x86-64 set that covers the baseline, AVX2, AVX-512 and AVX-512 + AMX (the
+# patch's GGML_CPU_VARIANT_ONLY); other architectures build all of llama.cpp's own variants.
+X86_CPU_VARIANTS = ("x64", "haswell", "skylakex", "sapphirerapids")
 GPU_CMAKE_ARGS = {"cpu": "", "cuda": "-DGGML_CUDA=on"}
 # First match names the backend in the cache key; HIPBLAS is the older name of HIP.
 BACKEND_FLAGS = (("cuda", "GGML_CUDA"), ("metal", "GGML_METAL"), ("vulkan", "GGML_VULKAN"),
@@ -76,13 +85,14 @@ def cache_root() -> Path:
     return Path(base) / "specprefill" / "wheels"
 
 
-def cpu_flags_digest() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown"
-    flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return hashlib.sha256(flags.encode()).hexdigest()[:8]
+def is_x86_64(machine: str | None = None) -> bool:
+    return (machine or platform.machine()).lower() in ("x86_64", "amd64")
+
+
+def our_cmake_args(machine: str | None = None) -> str:
+    """Ours, before the user's: the portable CPU build, with the x86-64 variant set there."""
+    variants = f" -DGGML_CPU_VARIANT_ONLY={','.join(X86_CPU_VARIANTS)}" if is_x86_64(machine) else ""
+    return f"{CMAKE_ARGS} {PORTABLE_CMAKE_ARGS}{variants}"
 
 
 def short_digest(data: bytes, length: int) -> str:
@@ -105,10 +115,10 @@ def backend_of(extra_args: str) -> str:
 
 def wheel_key(extra_args: str = "") -> str:
     """The cache folder's name. With no extra args it is the historical key, so no cache is rebuilt."""
-    patch_digest = short_digest(PATCH_FILE.read_bytes() + CMAKE_ARGS.encode(), 12)
+    patch_digest = short_digest(PATCH_FILE.read_bytes() + our_cmake_args().encode(), 12)
     backend = f"-{backend_of(extra_args)}-{short_digest(extra_args.encode(), 8)}" if extra_args else ""
-    # The trailing "cpu-<digest>" is the host CPU's flags (-march=native), not the backend.
-    return f"llama_cpp_python-{LLAMA_VERSION}-patch-{patch_digest}{backend}-cpu-{cpu_flags_digest()}"
+    # No host CPU in the key: the wheel holds every variant and serves any CPU of its arch.
+    return f"llama_cpp_python-{LLAMA_VERSION}-patch-{patch_digest}{backend}-{platform.machine().lower()}"
 
 
 def build_log_path(key: str) -> Path:
@@ -162,7 +172,7 @@ def wheel_command(src: Path, out_dir: Path) -> list[str]:
 
 
 def build_env(extra_args: str) -> dict[str, str]:
-    cmake_args = f"{CMAKE_ARGS} {extra_args}".strip()
+    cmake_args = f"{our_cmake_args()} {extra_args}".strip()
     return dict(os.environ, CMAKE_ARGS=cmake_args, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
 
 
@@ -211,7 +221,7 @@ def build_wheel(src: Path, out_dir: Path, extra_args: str, log: TextIO) -> Path:
 
 def announce_build(extra_args: str, log_path: Path, log: TextIO) -> None:
     say(f"== llama.cpp: building patched llama-cpp-python {LLAMA_VERSION} "
-        f"(backend {backend_of(extra_args)}, CMAKE_ARGS: {CMAKE_ARGS} {extra_args}".rstrip() + ")", log)
+        f"(backend {backend_of(extra_args)}, CMAKE_ARGS: {our_cmake_args()} {extra_args}".rstrip() + ")", log)
     say(f"   about {BUILD_MINUTES_ON_2_CORES} minutes on 2 cores (this machine has {os.cpu_count()}); "
         "built once, then cached", log)
     say(f"   full output: {log_path}", log)

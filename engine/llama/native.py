@@ -18,12 +18,14 @@ import numpy as np
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import ModelError, RuntimeFailure
+from engine.llama import cpu_backend
 
 log = logging.getLogger(__name__)
 
 _GGML_LOG_WARN, _GGML_LOG_ERROR = 3, 4
 _BACKEND_LOCK = threading.Lock()
 _BACKEND_READY = False
+_CPU_PATH: cpu_backend.CpuPath | None = None
 # Generations are unique across all contexts: a prefix recorded against one context can never
 # match another one (the engine keeps a second context for documents' prefixes).
 _GENERATIONS = itertools.count(1)
@@ -44,13 +46,43 @@ def _log_to_python(level, text, _user_data):
             log.log(logging.WARNING if error else logging.DEBUG, "llama.cpp: %s", message)
 
 
+def _default_selftest_model() -> Path | None:
+    from engine.models.defaults import installed_default_target
+
+    return installed_default_target()
+
+
+def mark_backend_loaded() -> None:
+    """For a process that registered its backends itself (the CPU self-test's child)."""
+    global _BACKEND_READY, _CPU_PATH
+    with _BACKEND_LOCK:
+        L.llama_log_set(_log_to_python, ctypes.c_void_p(0))
+        L.llama_backend_init()
+        _CPU_PATH = cpu_backend.CpuPath("under test", True, "under test")
+        _BACKEND_READY = True
+
+
 def ensure_backend() -> None:
-    global _BACKEND_READY
+    """Load the CPU variant (engine.llama.cpu_backend) and llama.cpp's other backends, once.
+
+    The AMX self-test decodes with the default target: Q4_K_M, the weights that crash there.
+    Without it the self-test does not run and the extra buffer types stay off."""
+    global _BACKEND_READY, _CPU_PATH
     with _BACKEND_LOCK:
         if not _BACKEND_READY:
             L.llama_log_set(_log_to_python, ctypes.c_void_p(0))
+            directory = cpu_backend.lib_dir()
+            _CPU_PATH, library = cpu_backend.choose_cpu_path(directory, _default_selftest_model())
+            cpu_backend.load_backends(library, directory)
+            log.info("llama.cpp: %s", _CPU_PATH.summary())
             L.llama_backend_init()
             _BACKEND_READY = True
+
+
+def cpu_path() -> cpu_backend.CpuPath:
+    """The CPU variant loaded and the self-test's verdict (doctor, results)."""
+    ensure_backend()
+    return _CPU_PATH
 
 
 def build_info() -> tuple[str, bool]:
@@ -81,13 +113,16 @@ class LlamaModel:
     """A loaded GGUF model and its vocabulary."""
 
     def __init__(self, path: Path, *, n_gpu_layers: int = 0, vocab_only: bool = False,
-                 devices: list[int] | None = None, tensor_split: list[float] | None = None):
+                 devices: list[int] | None = None, tensor_split: list[float] | None = None,
+                 use_extra_bufts: bool | None = None):
         """`devices` (ggml device handles, e.g. RPC workers') take the last n_gpu_layers layers,
-        shared in the proportions of `tensor_split`; None: llama.cpp's own choice of devices."""
+        shared in the proportions of `tensor_split`; None: llama.cpp's own choice of devices.
+        `use_extra_bufts` None: as the CPU path chose (engine.llama.cpu_backend)."""
         ensure_backend()
         params = L.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
+        params.use_extra_bufts = _CPU_PATH.extra_bufts if use_extra_bufts is None else use_extra_bufts
         keep_alive = _set_devices(params, devices, tensor_split)  # read by the load below
         self.path = Path(path)
         self._ptr = L.llama_model_load_from_file(str(self.path).encode(), params)

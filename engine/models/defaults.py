@@ -72,6 +72,11 @@ TARGET = ModelSpec(
 DEFAULTS = (DRAFT, TARGET)
 
 
+def installed_default_target() -> Path | None:
+    """The default target's file if it is in the cache (the CPU self-test decodes with it)."""
+    return TARGET.path if TARGET.path.is_file() else None
+
+
 @dataclass(frozen=True)
 class ModelStatus:
     role: str

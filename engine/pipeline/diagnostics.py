@@ -19,7 +19,7 @@ from engine.core.formatting import format_bytes
 from engine.core.memory import available_bytes
 from engine.core.settings import ModelSettings
 from engine.draft.loader import DraftDevice, pick_device
-from engine.llama.native import LlamaContext, LlamaModel, build_info
+from engine.llama.native import LlamaContext, LlamaModel, build_info, cpu_path
 from engine.llama.rpc.ggml_backends import has_rpc, lib_dir
 from engine.llama.rpc.workers import RPC_SERVER, WorkerMemory, query_memory
 from engine.llama.runtime import TargetRuntime
@@ -116,6 +116,15 @@ def describe_target_placement(placement: TargetPlacement, n_layers: int | None) 
     return f"GPU offload: {layers} ({placement.backend})"
 
 
+def check_cpu_path() -> Check:
+    """The CPU variant llama.cpp runs on, its extra buffer types and the AMX self-test's verdict."""
+    try:
+        path = cpu_path()
+    except RuntimeError as exc:
+        return Check("cpu", str(exc), ok=False)
+    return Check("cpu", path.summary())  # a failed self-test is a working fallback, not an error
+
+
 def check_llama(target: Path | None, draft_device: str = "cpu", flash_attn: str = "auto") -> Check:
     flags, gpu_offload = build_info()
     probe = probe_target(target) if target is not None else None
@@ -174,4 +183,5 @@ def diagnose(settings: ModelSettings | None = None) -> list[Check]:
     models = [check_model(defaults.TARGET, settings.target_path), check_model(defaults.DRAFT, settings.draft_path)]
     target = (settings.target_path or defaults.TARGET.path) if models[0].ok else None
     return [check_python(), check_torch(settings), check_llama(target, draft_device_type(settings), settings.flash_attn),
+            check_cpu_path(),
             check_backends(settings), *models, check_calibration()]

@@ -46,7 +46,7 @@ from engine.draft.segments import iter_score_segments, plan_segments
 from engine.ingest.document import Document, Segment
 from engine.llama.context_fit import Truncation, fit_prompt
 from engine.llama.memory import load_needs, target_kv_shape
-from engine.llama.native import LlamaContext, LlamaModel, build_info
+from engine.llama.native import LlamaContext, LlamaModel, build_info, cpu_path
 from engine.llama.prompt import (PreparedPrompt, render_parts, repeated_tokens, token_char_offsets,
                                  tokenize_parts)
 from engine.llama.rpc.host import HostInfo, HostSpec
@@ -85,6 +85,7 @@ class EngineInfo:
     flash_attn: str = "auto"  # the target context's flash attention: "on", "off", or "auto" (llama.cpp's pick)
     target_backends: tuple[str, ...] = ("CPU",)  # where the target's layers run: "CPU", "CUDA", "RPC HOST:PORT"
     draft_trained_window: int = 0  # the positions the draft was trained on (0: not known)
+    cpu_path: str = ""  # llama.cpp's CPU variant, extra buffers and self-test (engine.llama.cpu_backend)
 
 
 def default_threads() -> int:
@@ -321,7 +322,8 @@ class Engine:
                               target_memory_device=placement.memory_device,
                               flash_attn=runtime.context.flash_attn,
                               target_backends=_target_backends(runtime, placement),
-                              draft_trained_window=scorer.trained_window)
+                              draft_trained_window=scorer.trained_window,
+                              cpu_path=cpu_path().summary())
         except BaseException:
             runtime.close()  # free the target's native memory now, not at garbage collection
             raise

@@ -169,6 +169,7 @@ def default_models_ready() -> bool:
 def test_bundle_holds_the_runtime_and_the_data_but_no_models(bundle):
     assert (INTERNAL / "llama_cpp" / "lib" / "libllama.so").is_file()
     assert list((INTERNAL / "llama_cpp" / "lib").glob("libggml*.so*"))
+    assert len(list((INTERNAL / "llama_cpp" / "lib").glob("libggml-cpu-*.so"))) >= 3  # the portable variants
     for shipped in ("specprefill_resources/eval/dev.jsonl", "specprefill_resources/desktop/specprefill.desktop",
                     "specprefill_resources/icons/hicolor/256x256/apps/specprefill.png",
                     "specprefill_resources/icons/hicolor/scalable/apps/specprefill.svg",

@@ -7,6 +7,7 @@ installs or builds for real: pip and the compiler are replaced by small stand-in
 from __future__ import annotations
 
 import hashlib
+import platform
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,6 @@ import build_llama_wheel  # noqa: E402
 import install_torch  # noqa: E402
 import preflight  # noqa: E402
 
-OUR_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_RPC=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
 
 
 @pytest.fixture
@@ -34,11 +34,11 @@ def cache_home(tmp_path, monkeypatch):
 
 # --- build_llama_wheel: the cache key ---------------------------------------------------------------
 
-def test_key_without_extra_args_is_the_historical_key():
-    # CI and existing machines hold wheels under this name: changing it means a 10-minute rebuild.
+def test_key_names_no_host_cpu_only_the_architecture():
+    # One portable wheel (every CPU variant inside) serves every CPU of this architecture.
     patch = (REPO / "packaging" / "llama-cpp-gapped-positions.patch").read_bytes()
-    patch_digest = hashlib.sha256(patch + OUR_CMAKE_ARGS.encode()).hexdigest()[:12]
-    expected = f"llama_cpp_python-0.3.36-patch-{patch_digest}-cpu-{build_llama_wheel.cpu_flags_digest()}"
+    patch_digest = hashlib.sha256(patch + build_llama_wheel.our_cmake_args().encode()).hexdigest()[:12]
+    expected = f"llama_cpp_python-0.3.36-patch-{patch_digest}-{platform.machine().lower()}"
     assert build_llama_wheel.wheel_key() == expected
     assert build_llama_wheel.wheel_key("") == expected
     assert build_llama_wheel.wheel_key(build_llama_wheel.extra_cmake_args("cpu", "")) == expected
@@ -57,16 +57,31 @@ def test_extra_args_change_the_key_and_name_the_backend(extra, backend):
     key = build_llama_wheel.wheel_key(extra)
     assert key != build_llama_wheel.wheel_key()
     digest = hashlib.sha256(extra.encode()).hexdigest()[:8]
-    assert f"-patch-{key.split('-patch-')[1][:12]}-{backend}-{digest}-cpu-" in key
+    assert key.endswith(f"-patch-{key.split('-patch-')[1][:12]}-{backend}-{digest}-{platform.machine().lower()}")
     assert build_llama_wheel.backend_of(extra) == backend
+
+
+def test_key_does_not_change_with_the_host_cpu_flags(monkeypatch):
+    before = build_llama_wheel.wheel_key()
+    real_read_text = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "flags : fpu avx2 amx_tile\n"
+                        if str(self) == "/proc/cpuinfo" else real_read_text(self, *a, **k))
+    assert build_llama_wheel.wheel_key() == before
+
+
+def test_the_build_is_portable_with_the_four_x86_variants():
+    args = build_llama_wheel.our_cmake_args("x86_64")
+    assert "-DGGML_NATIVE=OFF" in args and "-DGGML_BACKEND_DL=ON" in args and "-DGGML_CPU_ALL_VARIANTS=ON" in args
+    assert "-DGGML_CPU_VARIANT_ONLY=x64,haswell,skylakex,sapphirerapids" in args
+    assert "VARIANT_ONLY" not in build_llama_wheel.our_cmake_args("aarch64")  # llama.cpp's own ARM set
 
 
 def test_gpu_choice_and_user_cmake_args_are_appended_after_ours(monkeypatch):
     monkeypatch.setenv("CMAKE_ARGS", "-DGGML_VULKAN=on  -DFOO=1")
     extra = build_llama_wheel.extra_cmake_args("cuda")
     assert extra == "-DGGML_CUDA=on -DGGML_VULKAN=on -DFOO=1"
-    assert build_llama_wheel.build_env(extra)["CMAKE_ARGS"] == f"{OUR_CMAKE_ARGS} {extra}"
-    assert build_llama_wheel.build_env("")["CMAKE_ARGS"] == OUR_CMAKE_ARGS
+    assert build_llama_wheel.build_env(extra)["CMAKE_ARGS"] == f"{build_llama_wheel.our_cmake_args()} {extra}"
+    assert build_llama_wheel.build_env("")["CMAKE_ARGS"] == build_llama_wheel.our_cmake_args()
 
 
 # --- build_llama_wheel: building, failing, installing ------------------------------------------------
