@@ -343,6 +343,8 @@ class Environment:
         data = asdict(self)
         if not self.reuse_cache:
             del data["reuse_cache"]  # cold one-shot suites write the environment they always have
+        if self.versions.cpu_path is None:
+            del data["versions"]["cpu_path"]  # a report from before it was recorded writes back as it was
         return data
 
     @classmethod
