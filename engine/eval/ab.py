@@ -419,7 +419,7 @@ def describe_environment(engine: Engine, settings: RunSettings, records: list[Ca
         draft=_model_entry(info.draft_name, info.draft_path, models.DRAFT),
         device=info.device, n_ctx=info.n_ctx, restore_supported=info.positions_supported,
         positions_requested=settings.positions, positions_used=_positions_used(records), threads=_threads(info),
-        versions=_versions(), platform=platform.platform(),
+        versions=_versions(info), platform=platform.platform(),
         date=datetime.now(timezone.utc).isoformat(timespec="seconds"), settings=settings_record(settings),
         reuse_cache=reuse_cache)
 
@@ -451,20 +451,12 @@ def _threads(info) -> int | None:
     return torch.get_num_threads() if torch is not None else None
 
 
-def _versions() -> Versions:
+def _versions(info) -> Versions:
+    # The CPU path too: results of different CPU variants are not comparable.
     return Versions(python=platform.python_version(), torch=_package_version("torch"),
                     llama_cpp_python=_package_version("llama-cpp-python"),
-                    specprefill=_package_version("specprefill"), cpu_path=_cpu_path())
-
-
-def _cpu_path() -> str | None:
-    """Which CPU variant measured the figures: results of different CPU paths are not comparable."""
-    try:
-        from engine.llama.native import cpu_path
-
-        return cpu_path().summary()
-    except (ImportError, RuntimeError):
-        return None
+                    specprefill=_package_version("specprefill"),
+                    cpu_path=getattr(info, "cpu_path", "") or None)  # test doubles of EngineInfo lack it
 
 
 def _package_version(name: str) -> str | None:

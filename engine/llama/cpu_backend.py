@@ -78,9 +78,9 @@ def variant_score(path: Path) -> int:
     return int(score())
 
 
-def ranked_variants(directory: Path) -> list[str]:
-    """The variants this CPU runs, best first."""
-    scored = [(variant_score(path), name) for name, path in variant_libraries(directory).items()]
+def ranked_variants(libraries: dict[str, Path]) -> list[str]:
+    """The variants (of variant_libraries) this CPU runs, best first."""
+    scored = [(variant_score(path), name) for name, path in libraries.items()]
     return [name for score, name in sorted(scored, reverse=True) if score > 0]
 
 
@@ -181,7 +181,7 @@ def choose_cpu_path(directory: Path, model: Path | None) -> tuple[CpuPath, Path 
         if forced not in libraries:
             raise RuntimeError(f"{VARIANT_ENV}={forced}: this build has {', '.join(sorted(libraries))}")
         return CpuPath(forced, not extra_bufts_forced_off(), f"forced: {VARIANT_ENV}"), libraries[forced]
-    ranked = ranked_variants(directory)
+    ranked = ranked_variants(libraries)
     if not ranked:
         raise RuntimeError(f"none of llama.cpp's CPU variants runs on this CPU ({', '.join(sorted(libraries))})")
     best = ranked[0]

@@ -52,14 +52,19 @@ def _default_selftest_model() -> Path | None:
     return installed_default_target()
 
 
+def _start_llama(path: cpu_backend.CpuPath) -> None:
+    """llama.cpp's backend init, once its backends are registered. Holds _BACKEND_LOCK."""
+    global _BACKEND_READY, _CPU_PATH
+    L.llama_backend_init()
+    _CPU_PATH = path
+    _BACKEND_READY = True
+
+
 def mark_backend_loaded() -> None:
     """For a process that registered its backends itself (the CPU self-test's child)."""
-    global _BACKEND_READY, _CPU_PATH
     with _BACKEND_LOCK:
         L.llama_log_set(_log_to_python, ctypes.c_void_p(0))
-        L.llama_backend_init()
-        _CPU_PATH = cpu_backend.CpuPath("under test", True, "under test")
-        _BACKEND_READY = True
+        _start_llama(cpu_backend.CpuPath("under test", True, "under test"))
 
 
 def ensure_backend() -> None:
@@ -67,16 +72,14 @@ def ensure_backend() -> None:
 
     The AMX self-test decodes with the default target: Q4_K_M, the weights that crash there.
     Without it the self-test does not run and the extra buffer types stay off."""
-    global _BACKEND_READY, _CPU_PATH
     with _BACKEND_LOCK:
         if not _BACKEND_READY:
-            L.llama_log_set(_log_to_python, ctypes.c_void_p(0))
+            L.llama_log_set(_log_to_python, ctypes.c_void_p(0))  # first: ggml logs each backend it loads
             directory = cpu_backend.lib_dir()
-            _CPU_PATH, library = cpu_backend.choose_cpu_path(directory, _default_selftest_model())
+            path, library = cpu_backend.choose_cpu_path(directory, _default_selftest_model())
             cpu_backend.load_backends(library, directory)
-            log.info("llama.cpp: %s", _CPU_PATH.summary())
-            L.llama_backend_init()
-            _BACKEND_READY = True
+            log.info("llama.cpp: %s", path.summary())
+            _start_llama(path)
 
 
 def cpu_path() -> cpu_backend.CpuPath:
