@@ -51,7 +51,7 @@ GPU_CMAKE_ARGS = {"cpu": "", "cuda": "-DGGML_CUDA=on"}
 # First match names the backend in the cache key; HIPBLAS is the older name of HIP.
 BACKEND_FLAGS = (("cuda", "GGML_CUDA"), ("metal", "GGML_METAL"), ("vulkan", "GGML_VULKAN"),
                  ("hip", "GGML_HIP"), ("hip", "GGML_HIPBLAS"))
-BUILD_MINUTES_ON_2_CORES = "3 to 10"  # 3 min 15 s measured on a quiet 2-core machine; slower CPUs take longer
+BUILD_MINUTES_ON_2_CORES = "3 to 10"  # 4 min 05 s measured on a quiet 2-core machine (four CPU variants)
 FAILURE_TAIL_LINES = 40
 
 DOWNLOAD_HINT = ("pip could not fetch the llama-cpp-python sdist: "
@@ -114,7 +114,7 @@ def backend_of(extra_args: str) -> str:
 
 
 def wheel_key(extra_args: str = "") -> str:
-    """The cache folder's name. With no extra args it is the historical key, so no cache is rebuilt."""
+    """The cache folder's name: version, patch and our CMake args, the backend's args, the arch."""
     patch_digest = short_digest(PATCH_FILE.read_bytes() + our_cmake_args().encode(), 12)
     backend = f"-{backend_of(extra_args)}-{short_digest(extra_args.encode(), 8)}" if extra_args else ""
     # No host CPU in the key: the wheel holds every variant and serves any CPU of its arch.

@@ -26,6 +26,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engine.llama.ggml_lib import ggml, lib_dir  # noqa: F401  (lib_dir: callers find the variants there)
+
 log = logging.getLogger(__name__)
 
 VARIANT_ENV = "SPECPREFILL_CPU_VARIANT"
@@ -49,12 +51,6 @@ class CpuPath:
         extra = "on" if self.extra_bufts else "off"
         when = f" ({self.tested_at})" if self.tested_at else ""
         return f"cpu variant: {self.variant}, extra buffer types: {extra}, self-test: {self.verdict}{when}"
-
-
-def lib_dir() -> Path:
-    import llama_cpp
-
-    return Path(llama_cpp.__file__).resolve().parent / "lib"
 
 
 def variant_libraries(directory: Path) -> dict[str, Path]:
@@ -196,23 +192,11 @@ def choose_cpu_path(directory: Path, model: Path | None) -> tuple[CpuPath, Path 
     return CpuPath(best, False, verdict, when), libraries[best]
 
 
-def _ggml() -> ctypes.CDLL:
-    """The libggml that libllama itself uses. A wheel stores no symlinks, so libggml.so and
-    libggml.so.0 are two copies, and a backend registered in the wrong one is never seen."""
-    import llama_cpp.llama_cpp  # noqa: F401  (loads libllama, and its libggml.so.0, first)
-
-    soname = lib_dir() / "libggml.so.0"
-    lib = ctypes.CDLL(str(soname if soname.is_file() else lib_dir() / "libggml.so"))
-    lib.ggml_backend_load.argtypes = [ctypes.c_char_p]
-    lib.ggml_backend_load.restype = ctypes.c_void_p
-    return lib
-
-
 def load_backends(cpu_library: Path | None, directory: Path) -> None:
     """Register the chosen CPU variant and the wheel's other backends, each by absolute path."""
-    ggml = _ggml()
+    lib = ggml()
     for path in ([cpu_library] if cpu_library else []) + [directory / name for name in _OTHER_BACKENDS]:
-        if path.is_file() and not ggml.ggml_backend_load(str(path).encode()):
+        if path.is_file() and not lib.ggml_backend_load(str(path).encode()):
             log.warning("llama.cpp could not load %s", path.name)
 
 

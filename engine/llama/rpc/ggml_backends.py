@@ -1,4 +1,4 @@
-"""ctypes bindings to ggml's backend registry: what llama-cpp-python does not bind.
+"""ggml-rpc through ggml's backend registry (the bindings: engine.llama.ggml_lib).
 
 Only the host process (host.py) calls into ggml-rpc: a worker that stops answering aborts the
 process that talks to it.
@@ -7,57 +7,18 @@ process that talks to it.
 from __future__ import annotations
 
 import ctypes
-import os
-from functools import cache
-from importlib.util import find_spec
-from pathlib import Path
 
 from engine.core.errors import ModelError
+from engine.llama.ggml_lib import ggml as _ggml
+from engine.llama.ggml_lib import lib_dir
 
 _ADD_SERVER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)
 
 
-def lib_dir() -> Path:
-    """Where the installed llama-cpp-python keeps its native libraries (and our RPC worker), found
-    without importing it: the app's settings ask for workers long before a model loads."""
-    override = os.environ.get("LLAMA_CPP_LIB_PATH")  # llama-cpp-python's own override
-    if override:
-        return Path(override)
-    spec = find_spec("llama_cpp")
-    if spec is None or spec.origin is None:
-        raise ModelError("llama-cpp-python is not installed: run `make setup`")
-    return Path(spec.origin).parent / "lib"
-
-
-# The soname llama.cpp links first: the very file libllama loaded, so one ggml registry, not two copies.
-GGML_NAMES = ("libggml.so.0", "libggml.so", "libggml.dylib", "ggml.dll")
-
-
-@cache
-def _ggml() -> ctypes.CDLL:
-    found = [lib_dir() / name for name in GGML_NAMES if (lib_dir() / name).is_file()]
-    if not found:
-        raise ModelError(f"no ggml library in {lib_dir()}: reinstall llama.cpp with `make setup`")
-    lib = ctypes.CDLL(str(found[0]))
-    lib.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
-    lib.ggml_backend_reg_by_name.restype = ctypes.c_void_p
-    lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
-    lib.ggml_backend_register.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_register.restype = None
-    lib.ggml_backend_reg_dev_count.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_reg_dev_count.restype = ctypes.c_size_t
-    lib.ggml_backend_reg_dev_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    lib.ggml_backend_reg_dev_get.restype = ctypes.c_void_p
-    lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                                            ctypes.POINTER(ctypes.c_size_t)]
-    lib.ggml_backend_dev_memory.restype = None
-    return lib
-
-
 def has_rpc() -> bool:
-    """Whether this llama.cpp build has the RPC backend (GGML_RPC=ON)."""
-    return bool(_ggml().ggml_backend_reg_by_name(b"RPC"))
+    """Whether this llama.cpp build has the RPC backend (GGML_RPC=ON): its module in a
+    GGML_BACKEND_DL build (registered only once native.ensure_backend ran), else built in."""
+    return (lib_dir() / "libggml-rpc.so").is_file() or bool(_ggml().ggml_backend_reg_by_name(b"RPC"))
 
 
 def add_server(endpoint: str) -> list[int]:
