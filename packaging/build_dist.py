@@ -47,7 +47,7 @@ def ensure_pyinstaller() -> None:
     except ModuleNotFoundError:
         requirements = dist_requirements()
         print(f"installing {' '.join(requirements)}", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
+        subprocess.run([sys.executable, "-P", "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
                        check=True)
 
 
@@ -83,7 +83,7 @@ def run_pyinstaller() -> None:
     STAMP.unlink(missing_ok=True)  # a failed build must not look up to date
     # The hooks import every torch submodule to list them: hundreds of DeprecationWarnings that say nothing.
     env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
-    subprocess.run([sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
+    subprocess.run([sys.executable, "-P", "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
                     "--distpath", str(DIST_DIR), "--workpath", str(WORK_DIR), str(SPEC)],
                    cwd=ROOT, env=env, check=True)
     if not EXECUTABLE.is_file():

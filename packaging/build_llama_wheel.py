@@ -153,7 +153,7 @@ def run_logged(cmd: list[str], log: TextIO, hint: str, **popen_kwargs) -> None:
 
 
 def download_sdist(dest: Path, log: TextIO) -> Path:
-    run_logged([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+    run_logged([sys.executable, "-P", "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
                 f"llama-cpp-python=={LLAMA_VERSION}", "-d", str(dest)], log, DOWNLOAD_HINT)
     return next(dest.glob("llama_cpp_python-*.tar.gz"))
 
@@ -168,7 +168,7 @@ def unpack_and_patch(sdist: Path, work: Path, log: TextIO) -> Path:
 
 def wheel_command(src: Path, out_dir: Path) -> list[str]:
     # -v: pip shows the cmake/compiler output instead of a silent wait of minutes.
-    return [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(out_dir), str(src)]
+    return [sys.executable, "-P", "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(out_dir), str(src)]
 
 
 def build_env(extra_args: str) -> dict[str, str]:
@@ -272,7 +272,7 @@ def report_failure(failure: StepFailed, log_path: Path) -> None:
 
 def install_wheel(wheel: Path) -> int:
     say(f"== llama.cpp: installing {wheel.name} into {sys.prefix}")
-    rc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+    rc = subprocess.run([sys.executable, "-P", "-m", "pip", "install", "-q", "--disable-pip-version-check",
                          "--force-reinstall", "--no-deps", str(wheel)]).returncode
     return rc or install_rpc_server(wheel.parent / RPC_SERVER)
 

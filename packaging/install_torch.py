@@ -89,7 +89,7 @@ def is_right_flavour(plan: Plan, installed: str | None) -> bool:
 
 
 def pip_install_command(requirement: str, index: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", requirement]
+    cmd = [sys.executable, "-P", "-m", "pip", "install", "--disable-pip-version-check", requirement]
     return cmd + (["--extra-index-url", index] if index else [])
 
 
@@ -119,11 +119,11 @@ def replace_wrong_flavour(installed: str) -> int:
     # pip treats 2.13.0+cpu as satisfying torch==2.13.0 (and the other way round), so it would keep it.
     print(f"== torch: {installed} is installed, not the wanted build: replacing it "
           "(nvidia-* packages a CUDA build pulled stay; `make clean-venv` for a clean venv)", flush=True)
-    return subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "torch"]).returncode
+    return subprocess.run([sys.executable, "-P", "-m", "pip", "uninstall", "-y", "-q", "torch"]).returncode
 
 
 def report_installed(plan: Plan) -> int:
-    result = subprocess.run([sys.executable, "-c", REPORT_SCRIPT], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-P", "-c", REPORT_SCRIPT], capture_output=True, text=True)
     if result.returncode:
         print(f"== torch: import failed after install:\n{result.stderr}", file=sys.stderr)
         return result.returncode

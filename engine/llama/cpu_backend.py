@@ -20,12 +20,11 @@ import logging
 import os
 import re
 import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engine.core.children import child_env, owned_cwd, python_command
 from engine.llama.ggml_lib import ggml, lib_dir  # noqa: F401  (lib_dir: callers find the variants there)
 
 log = logging.getLogger(__name__)
@@ -124,12 +123,11 @@ def run_selftest(library: Path, model: Path) -> tuple[bool, str]:
     The child runs with -P (no import from the current directory) in a folder we own; a signal,
     a time-out or a wrong answer (different from the same decode with extra buffers off) fails.
     """
-    cmd = [sys.executable, "-P", "-m", "engine.llama.cpu_selftest", "--library", str(library),
-           "--model", str(model)]
-    with tempfile.TemporaryDirectory(prefix="specprefill-selftest-") as cwd:
+    cmd = python_command("-m", "engine.llama.cpu_selftest", "--library", str(library), "--model", str(model))
+    with owned_cwd("specprefill-selftest-") as cwd:
         try:
             proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=SELFTEST_TIMEOUT_S,
-                                  env=dict(os.environ, PYTHONSAFEPATH="1"))
+                                  env=child_env())
         except subprocess.TimeoutExpired:
             return False, f"failed: no answer in {SELFTEST_TIMEOUT_S} s"
     if proc.returncode < 0:

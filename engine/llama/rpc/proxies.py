@@ -11,10 +11,8 @@ empty, under new generations, so nobody mistakes them for the caches they held.
 from __future__ import annotations
 
 import mmap
-import os
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-import engine
 
 from engine.core.cancel import NEVER, CancelToken
+from engine.core.children import child_env, python_command
 from engine.core.endpoints import Endpoint
 from engine.core.errors import Cancelled, WorkerLostError
 from engine.llama.native import next_generation
@@ -36,13 +34,6 @@ from engine.llama.rpc.workers import require_not_frozen, require_reachable, unre
 POLL_S = 0.05
 CANCEL_GRACE_S = 10.0  # a remote graph in flight ignores the abort flag: after this, the host is ended
 LOG_TAIL_CHARS = 400
-
-
-def _child_env() -> dict[str, str]:
-    """Our environment, with the engine importable in the child wherever it was started from."""
-    root = str(Path(engine.__file__).resolve().parents[1])
-    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
 
 
 class TargetHost:
@@ -73,8 +64,9 @@ class TargetHost:
         parent_end, child_end = socket.socketpair()
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", HOST_LAUNCH, str(child_end.fileno()), str(self._flag_path)],
-                pass_fds=(child_end.fileno(),), stdout=log, stderr=log, env=_child_env(), start_new_session=True)
+                python_command("-c", HOST_LAUNCH, str(child_end.fileno()), str(self._flag_path)),
+                pass_fds=(child_end.fileno(),), stdout=log, stderr=log, env=child_env(), cwd=self._dir.name,
+                start_new_session=True)
         child_end.close()
         self._conn = Connection(parent_end.detach())
         self._conn.send(self.spec)

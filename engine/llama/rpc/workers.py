@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.core.children import child_env, owned_cwd, python_command
 from engine.core.endpoints import Endpoint
 from engine.core.errors import ModelError
 from engine.llama.rpc.ggml_backends import lib_dir
@@ -92,9 +93,10 @@ def query_memory(endpoint: Endpoint, timeout: float = MEMORY_QUERY_TIMEOUT_S) ->
         return WorkerMemory(endpoint, error=why)
     if is_frozen():
         return WorkerMemory(endpoint, error=FROZEN_NOTE)
-    cmd = [sys.executable, "-m", "engine.llama.rpc.memory_query", str(endpoint)]
+    cmd = python_command("-m", "engine.llama.rpc.memory_query", str(endpoint))
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        with owned_cwd() as cwd:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=child_env())
     except subprocess.TimeoutExpired:
         return WorkerMemory(endpoint, error=f"no answer in {timeout:.0f} s (busy serving another client?)")
     if done.returncode != 0 or not done.stdout.strip():
