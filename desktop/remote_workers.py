@@ -8,6 +8,7 @@ runs on a pool thread and the answers arrive one by one as Worker events.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -34,6 +35,8 @@ from engine.api import (
     parse_endpoint,
     parse_endpoints,
     query_memory,
+    with_default_port,
+    worker_start_command,
 )
 from desktop.theme import text_css
 from desktop.worker import Worker
@@ -43,7 +46,8 @@ ERROR_COLOR = "#c62828"
 LIST_ROWS = 4  # the list's height in rows: a few workers is the usual case
 SECURITY_NOTE = (
     "The RPC protocol has no authentication: list only workers on a network you trust. "
-    f"Start a worker on the other machine with <code>specprefill worker --port {DEFAULT_WORKER_PORT}</code>."
+    f"Start a worker on the other machine with <code>{html.escape(worker_start_command())}</code>: "
+    "a worker binds only 127.0.0.1 unless --host names its address."
 )
 
 
@@ -52,12 +56,6 @@ def memory_text(memory: WorkerMemory) -> str:
     if memory.error:
         return memory.error
     return f"lends {format_bytes(memory.free_bytes)} of {format_bytes(memory.total_bytes)}"
-
-
-def with_default_port(text: str) -> str:
-    """A bare host ("10.0.0.5") gets the port workers listen on by default; anything else is left as typed."""
-    text = text.strip()
-    return f"{text}:{DEFAULT_WORKER_PORT}" if text and ":" not in text else text
 
 
 def query_all(endpoints: tuple[Endpoint, ...]) -> Iterator[WorkerMemory]:

@@ -16,7 +16,8 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsError, EngineBusyError, IngestError,
                                 InsufficientMemoryError, ModelError, NotCalibratedError, PasswordError,
                                 PositionsUnsupportedError, RuntimeFailure, SettingsError, SpecPrefillError)
-from engine.core.endpoints import DEFAULT_WORKER_PORT, Endpoint, is_loopback, join_endpoints, parse_endpoint, parse_endpoints
+from engine.core.endpoints import (DEFAULT_WORKER_PORT, Endpoint, is_loopback, join_endpoints, parse_endpoint,
+                                   parse_endpoints, with_default_port, worker_start_command)
 from engine.core.formatting import (MISSING, format_accuracy, format_bytes, format_count, format_duration,
                                     format_percent, format_percent_short, format_rate, format_ratio, format_seconds)
 from engine.core.events import (SERVED_BY_LABELS, BackgroundEnded, BackgroundEvent, BackgroundProgress,
@@ -64,6 +65,7 @@ __all__ = [
     "format_bytes", "format_count", "format_percent", "format_percent_short", "format_rate", "format_ratio",
     "format_seconds",
     "DEFAULT_WORKER_PORT", "Endpoint", "is_loopback", "join_endpoints", "parse_endpoint", "parse_endpoints",
+    "with_default_port", "worker_start_command",
     "WorkerMemory", "query_memory",
 ]
 

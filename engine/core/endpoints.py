@@ -10,7 +10,8 @@ from engine.core.errors import SettingsError
 
 DEFAULT_WORKER_PORT = 50052  # llama.cpp's rpc-server default
 LOOPBACK = "127.0.0.1"
-_HOST_PORT = re.compile(r"^\[?(?P<host>[^\[\]]+?)\]?:(?P<port>\d{1,5})$")
+_BRACKETED = re.compile(r"^\[(?P<host>[^\[\]]+)\]:(?P<port>\d{1,5})$")  # [IPv6]:PORT, as in URLs
+_PLAIN = re.compile(r"^(?P<host>[^\[\]:\s]+):(?P<port>\d{1,5})$")  # HOST:PORT, no colon in HOST
 
 
 @dataclass(frozen=True)
@@ -23,13 +24,52 @@ class Endpoint:
 
 
 def parse_endpoint(text: str) -> Endpoint:
-    match = _HOST_PORT.match(text.strip())
+    """"HOST:PORT" or "[IPv6]:PORT" (the form URLs use). A bare IPv6 address with a port, such as
+    "::1:50052", is refused: its last group could be the port or part of the address."""
+    text = text.strip()
+    match = _BRACKETED.match(text) or _PLAIN.match(text)
     if not match:
-        raise SettingsError(f"RPC worker {text.strip()!r} must be HOST:PORT, e.g. {LOOPBACK}:{DEFAULT_WORKER_PORT}")
-    port = int(match["port"])
+        raise SettingsError(_unparsable_message(text))
+    host, port = match["host"], int(match["port"])
+    if match.re is _BRACKETED and not _is_ipv6(host):
+        raise SettingsError(f"RPC worker {text!r}: only an IPv6 address goes in brackets")
     if not 1 <= port <= 65535:
-        raise SettingsError(f"RPC worker {text.strip()!r}: the port must be in [1, 65535]")
-    return Endpoint(match["host"], port)
+        raise SettingsError(f"RPC worker {text!r}: the port must be in [1, 65535]")
+    return Endpoint(host, port)
+
+
+def _unparsable_message(text: str) -> str:
+    address, _, port = text.rpartition(":")
+    if _is_ipv6(address) and port.isdigit():
+        return (f"RPC worker {text!r} is ambiguous: write an IPv6 address in brackets, "
+                f"[{address}]:{port}")
+    return f"RPC worker {text!r} must be HOST:PORT or [IPv6]:PORT, e.g. {LOOPBACK}:{DEFAULT_WORKER_PORT}"
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False
+
+
+def with_default_port(text: str) -> str:
+    """A bare host ("10.0.0.5", "::1", "[::1]") gets the port workers listen on by default;
+    anything else is left as typed."""
+    text = text.strip()
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if _is_ipv6(bare):
+        return str(Endpoint(bare, DEFAULT_WORKER_PORT))
+    return f"{text}:{DEFAULT_WORKER_PORT}" if text and ":" not in text else text
+
+
+def worker_start_command(endpoint: Endpoint | None = None) -> str:
+    """The command that starts a worker the app reaches at `endpoint`. A worker binds 127.0.0.1
+    unless --host names another address, so one on another machine needs its own address there."""
+    if endpoint is None:
+        return f"specprefill worker --host <that machine's address> --port {DEFAULT_WORKER_PORT}"
+    host = "" if endpoint.host == LOOPBACK else f" --host {endpoint.host}"
+    return f"specprefill worker{host} --port {endpoint.port}"
 
 
 def parse_endpoints(text: str) -> tuple[Endpoint, ...]:

@@ -271,3 +271,11 @@ def test_the_status_bar_names_the_backends_of_a_split_target(qtbot):
 def test_a_single_backend_keeps_the_plain_text(backends):
     info = SplitInfo(target_device="CPU", target_backends=backends)
     assert devices_text(info) == "Draft: cpu · Target: CPU · context 32,768"
+
+
+def test_the_start_hint_names_the_address_the_worker_must_bind(panel):
+    """A worker binds 127.0.0.1 unless --host says otherwise: a hint without it starts one the app cannot reach."""
+    from PySide6.QtWidgets import QLabel
+
+    notes = [label.text() for label in panel.findChildren(QLabel) if "specprefill worker" in label.text()]
+    assert len(notes) == 1 and "specprefill worker --host " in notes[0]

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.children import child_env, owned_cwd, python_command
-from engine.core.endpoints import Endpoint
+from engine.core.endpoints import Endpoint, worker_start_command
 from engine.core.errors import ModelError
 from engine.llama.rpc.ggml_backends import lib_dir
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 RPC_SERVER = "ggml-rpc-server"  # packaging/build_llama_wheel.py builds it and installs it beside the libraries
 PROBE_TIMEOUT_S = 3.0
 MEMORY_QUERY_TIMEOUT_S = 10.0
@@ -72,8 +73,7 @@ def require_reachable(endpoints: tuple[Endpoint, ...]) -> None:
     down = unreachable(endpoints)
     if down:
         endpoint, why = down[0]
-        raise ModelError(f"RPC worker {endpoint} {why} (is `specprefill worker --port {endpoint.port}` running "
-                         f"there?)")
+        raise ModelError(f"RPC worker {endpoint} {why} (is `{worker_start_command(endpoint)}` running there?)")
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,24 @@ def worker_command(endpoint: Endpoint, device: str = "", threads: int = 0) -> li
     return cmd
 
 
+def dies_with_parent(parent_pid: int):
+    """A preexec_fn: the child gets SIGKILL when the thread that started it ends (Linux
+    PR_SET_PDEATHSIG), so a killed `specprefill worker` leaves no rpc-server holding its port.
+    Start workers from a thread that outlives them (the CLI's main thread does). Elsewhere: None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def set_parent_death_signal() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent_pid:  # the parent died before the line above took effect
+            os._exit(1)
+
+    return set_parent_death_signal
+
+
 class WorkerProcess:
     """One llama.cpp RPC worker process, owned: stop() ends it, and so does leaving the block."""
 
@@ -126,10 +144,11 @@ class WorkerProcess:
             env[MEM_ENV] = str(int(mem_gb * 1024))
         self.endpoint = endpoint
         self._log = open(log, "ab") if log else None if inherit_output else subprocess.DEVNULL
-        # start_new_session: a Ctrl-C in the terminal reaches us, and we stop the worker ourselves
+        # start_new_session: a Ctrl-C in the terminal reaches us, and we stop the worker ourselves;
+        # a SIGKILL of ours cannot be caught, so the kernel ends the rpc-server then (dies_with_parent)
         self.process = subprocess.Popen(worker_command(endpoint, device, threads), env=env, stdout=self._log,
                                         stderr=subprocess.STDOUT if self._log is not None else None,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=dies_with_parent(os.getpid()))
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until the worker accepts connections; ModelError when it exits or never does."""
