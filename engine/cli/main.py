@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from engine.cli import ab, bench, cache, calibrate, chat, doctor, estimate, models, needles, run, worker
@@ -21,6 +22,7 @@ from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsEr
 
 EXIT_INTERNAL = 1
 EXIT_CANCELLED = 130
+EXIT_READER_GONE = 141  # 128 + SIGPIPE, what a shell tool ends with in `| head`
 VERBS = (run, chat, cache, models, doctor, bench, calibrate, estimate, ab, needles, worker)
 
 # The remedy each error type gets on this command line, most specific type first.
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     install_ctrl_c(cancel)
     try:
         return args.command(args, cancel)
+    except BrokenPipeError:
+        return _reader_gone()
     except (SpecPrefillError, ValueError, OSError) as exc:
         remedy = remedy_for(exc)
         return _fail(EXIT_USAGE, f"error: {exc}" + (f" ({remedy})" if remedy else ""))
@@ -67,6 +71,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             logging.getLogger("specprefill").exception("unexpected error")
         return _fail(EXIT_INTERNAL, f"internal error: {type(exc).__name__}: {exc} (run with -v for details)")
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (`specprefill run … | head`): end quietly. stdout then points at
+    /dev/null, or Python's flush at exit would report the broken pipe once more."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_READER_GONE
 
 
 def _fail(code: int, message: str) -> int:

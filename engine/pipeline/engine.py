@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
+import functools
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -67,6 +69,16 @@ from engine.pipeline.vocab_check import require_shared_vocab
 
 log = logging.getLogger(__name__)
 LoadProgress = Callable[[int, int, str], None]
+
+
+def _request_stream(method):
+    """Register a request's event generator with its engine, so that close() can close it."""
+    @functools.wraps(method)
+    def start(self, *args, **kwargs):
+        events = method(self, *args, **kwargs)
+        self._open_streams.add(events)
+        return events
+    return start
 
 
 @dataclass(frozen=True)
@@ -280,6 +292,7 @@ class Engine:
         self._target = threading.Lock()  # held while the target computes (a request, or one background batch)
         self._preempt_guard = threading.Lock()
         self._preempt: CancelToken | None = None  # the running background fill's "a request needs the target"
+        self._open_streams: weakref.WeakSet[Iterator] = weakref.WeakSet()  # closed first by close()
         self._closed = False
 
     # -- lifetime -----------------------------------------------------------
@@ -337,13 +350,23 @@ class Engine:
 
     def close(self) -> None:
         """Free both contexts and the models; a background fill still running is stopped first
-        (its batch aborts), never left computing on freed memory."""
+        (its batch aborts), never left computing on freed memory. A request's event stream that was
+        left suspended (its reader stopped mid-answer: a broken pipe) is closed first, which lets go
+        of the target it holds."""
         self._preempt_background()
+        self._close_open_streams()
         with self._target:
             self._closed = True
             if self._prefix_rt is not None:
                 self._prefix_rt.close()
             self.runtime.close()
+
+    def _close_open_streams(self) -> None:
+        for events in list(self._open_streams):
+            try:
+                events.close()
+            except ValueError:  # running on another thread: its Cancel ends it, then close() goes on
+                pass
 
     def _warm_up(self) -> None:
         """One tiny pass through each model, so the first run of a session pays no first-touch costs
@@ -443,6 +466,7 @@ class Engine:
         return requested
 
     # -- requests -------------------------------------------------------------
+    @_request_stream
     def stream(self, document: Document | str, question: str, mode: str = "both",
                settings: RunSettings | None = None, cancel: CancelToken = NEVER,
                spec_first: bool = False) -> Iterator[EngineEvent]:
@@ -463,6 +487,7 @@ class Engine:
                 yield from self._run(run, text, question, _for_run(run, settings, compare=len(runs) > 1), cancel,
                                      segments=segments)
 
+    @_request_stream
     def ask(self, session: DocumentSession, question: str, mode: str = "auto",
             settings: RunSettings | None = None, cancel: CancelToken = NEVER) -> Iterator[EngineEvent]:
         """Events for one question about the session's document (modes: engine.pipeline.session).
@@ -484,6 +509,7 @@ class Engine:
                                  segments=session.segments)
             session.answered += 1
 
+    @_request_stream
     def ask_both(self, session: DocumentSession, question: str, settings: RunSettings | None = None,
                  cancel: CancelToken = NEVER, spec_first: bool = True) -> Iterator[EngineEvent]:
         """Events for the side-by-side compare of one question: SpecPrefill (the draft's cached
