@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import re
 from html import escape
 from operator import attrgetter
 
@@ -60,7 +61,13 @@ CSV_COLUMNS = ("case_id", "kind", "run", "keep", "answer", "correct", "agreement
 SESSION_CSV_COLUMNS = ("served_by", "ttft_kind")  # ttft_kind: "cold" or "cached"
 # Only for suites where some document was longer than the window: how each run fit it, and its label.
 FIT_CSV_COLUMNS = (*FIT_FIELDS, "fit_note")
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet run a cell as a formula (OWASP)
+# What makes a spreadsheet run a cell as a formula (OWASP), once it skips leading spaces and double quotes:
+# at the start of a cell, and after a comma or semicolon, where a spreadsheet reading the file with that
+# separator (a semicolon in many locales) starts a new cell in the middle of the text.
+FORMULA_CHARS = "=+-@\t\r"
+_FORMULA_CHAR = f"[{re.escape(FORMULA_CHARS)}]"
+FORMULA_AT_START = re.compile(rf'^[\s"]*?{_FORMULA_CHAR}')
+FORMULA_AFTER_SEPARATOR = re.compile(rf'[,;][\s"]*?(?={_FORMULA_CHAR})')
 
 
 def render_csv(report: AbReport) -> str:
@@ -100,19 +107,27 @@ def csv_cell(value) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    text = str(value)
-    if isinstance(value, str) and text.startswith(FORMULA_STARTS):
-        return "'" + text  # a number such as -0.5 is not a str: it stays a number
-    return text
+    if not isinstance(value, str):
+        return str(value)  # a number such as -0.5 stays a number
+    return quote_formulas(value)
+
+
+def quote_formulas(text: str) -> str:
+    """`text` with a ' before each formula a spreadsheet could start in it: after each separator that
+    leads to one, and before the whole text when it starts with one. A spreadsheet shows the text; a
+    ' at a cell's start does not show."""
+    text = FORMULA_AFTER_SEPARATOR.sub(lambda m: m.group() + "'", text)
+    return "'" + text if FORMULA_AT_START.match(text) else text
 
 
 # -- HTML ------------------------------------------------------------------------------
 def render_html(report: AbReport) -> str:
     summary, env = report.summary, report.environment
+    cases = format_count(summary.overall.n_cases, "case")
     body = "\n".join([
         "<h1>SpecPrefill A/B report</h1>",
-        f'<p class="muted">{format_count(summary.overall.n_cases, "case")} · keep {escape(", ".join(summary.keeps))}'
-        f'{_errors_text(summary.overall)} · {escape(env.date)}</p>',
+        (f'<p class="muted">{_text(cases)} · keep {_text(", ".join(summary.keeps))}'
+         f'{_errors_text(summary.overall)} · {_text(env.date)}</p>'),
         "<h2>Plots</h2>", _plots(summary),
         "<h2>Summary</h2>", _summary_table(summary.overall, env.reuse_cache), _cached_explained(env.reuse_cache),
         _fit_explained(report.fit_tallies()),
@@ -125,27 +140,32 @@ def render_html(report: AbReport) -> str:
             f"<title>SpecPrefill A/B report</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
 
 
+def _text(value) -> str:
+    """Any value as page text, numbers too: a report read back from JSON may hold markup where a number belongs."""
+    return escape(str(value))
+
+
 def _cached_explained(with_cached: bool) -> str:
-    return f'<p class="muted">{escape(CACHED_EXPLAINED)}</p>' if with_cached else ""
+    return f'<p class="muted">{_text(CACHED_EXPLAINED)}</p>' if with_cached else ""
 
 
 def _fit_explained(tallies: dict[str, str]) -> str:
     """Which runs' documents were longer than the target's window, and how much of them they saw."""
     if not tallies:
         return ""
-    items = "".join(f"<li><b>{escape(label)}</b>: {escape(tally)}</li>" for label, tally in tallies.items())
-    return (f'<p class="muted">{escape(FIT_EXPLAINED)}</p><ul class="muted">{items}</ul>')
+    items = "".join(f"<li><b>{_text(label)}</b>: {_text(tally)}</li>" for label, tally in tallies.items())
+    return (f'<p class="muted">{_text(FIT_EXPLAINED)}</p><ul class="muted">{items}</ul>')
 
 
 def _errors_text(group: GroupSummary) -> str:
     if not group.n_errors:
         return ""
-    return f' · <span class="bad">{group.n_errors} failed</span> (left out of the figures)'
+    return f' · <span class="bad">{_text(group.n_errors)} failed</span> (left out of the figures)'
 
 
 def _plots(summary: Summary) -> str:
     figures = [("Answer quality vs keep", quality_plot_png(summary)), ("TTFT vs keep", ttft_plot_png(summary))]
-    items = "".join(f'<figure><img alt="{escape(title)}" src="data:image/png;base64,{png}"></figure>'
+    items = "".join(f'<figure><img alt="{_text(title)}" src="data:image/png;base64,{_text(png)}"></figure>'
                     for title, png in figures)
     return f'<div class="plots">{items}</div>'
 
@@ -161,7 +181,7 @@ CACHED_EXPLAINED = ("Document caches were reused (--reuse-cache): mean TTFT, dra
 
 def _summary_table(group: GroupSummary, with_cached: bool) -> str:
     head = (*SUMMARY_HEAD, *CACHED_SUMMARY_HEAD) if with_cached else SUMMARY_HEAD
-    head_row = "<tr>" + "".join(f"<th>{escape(title)}</th>" for title in head) + "</tr>"
+    head_row = "<tr>" + "".join(f"<th>{_text(title)}</th>" for title in head) + "</tr>"
     rows = [_summary_row(run_label(keep), s, with_cached) for keep, s in group.runs()]
     return f"<table>{head_row}{''.join(rows)}</table>"
 
@@ -172,7 +192,7 @@ def _summary_row(label: str, s: RunSummary, with_cached: bool) -> str:
              format_seconds(s.mean_target_prefill_s), _count(s.n_bypassed)]
     if with_cached:
         cells += [_count(s.n_cached), format_seconds(s.cached_mean_ttft_s)]
-    return f"<tr><th>{escape(label)}</th>{''.join(_num_cell(c) for c in cells)}</tr>"
+    return f"<tr><th>{_text(label)}</th>{''.join(_num_cell(c) for c in cells)}</tr>"
 
 
 def _count(n: int | None) -> str:
@@ -180,31 +200,32 @@ def _count(n: int | None) -> str:
 
 
 def _by_kind(by_kind: dict[str, GroupSummary], with_cached: bool) -> str:
-    sections = [f'<h3>{escape(kind)} <span class="muted">({format_count(group.n_cases, "case")}'
+    sections = [f'<h3>{_text(kind)} <span class="muted">({_text(format_count(group.n_cases, "case"))}'
                 f'{_errors_text(group)})</span></h3>' + _summary_table(group, with_cached)
                 for kind, group in sorted(by_kind.items())]
     return "\n".join(sections)
 
 
 def _case_section(case: CaseRecord) -> str:
-    expected = (", ".join(f"<code>{escape(a)}</code>" for a in case.answers) if case.answers
+    expected = (", ".join(f"<code>{_text(a)}</code>" for a in case.answers) if case.answers
                 else '<span class="muted">none (scored by agreement)</span>')
-    tokens = "" if case.prompt_tokens is None else f" · {case.prompt_tokens} prompt tokens"
-    error = f'<p class="bad">Failed: {escape(case.error)}</p>' if case.failed else ""
-    return (f'<section class="case"><h3>{escape(case.id)} <span class="tag">{escape(case.kind)}</span></h3>'
-            f'<p><b>Q:</b> {escape(case.question)}<br><b>Expected:</b> {expected}<br>'
-            f'<span class="muted">{escape(case.doc)}{tokens}</span></p>{error}{_runs_table(case)}</section>')
+    tokens = "" if case.prompt_tokens is None else f" · {_text(case.prompt_tokens)} prompt tokens"
+    error = f'<p class="bad">Failed: {_text(case.error)}</p>' if case.failed else ""
+    return (f'<section class="case"><h3>{_text(case.id)} <span class="tag">{_text(case.kind)}</span></h3>'
+            f'<p><b>Q:</b> {_text(case.question)}<br><b>Expected:</b> {expected}<br>'
+            f'<span class="muted">{_text(case.doc)}{tokens}</span></p>{error}{_runs_table(case)}</section>')
 
 
 def _runs_table(case: CaseRecord) -> str:
     runs = list(case.runs())
     if not runs:
         return ""
-    labels = "".join(f"<th>{escape(run_label(keep))}</th>" for keep, _ in runs)
+    labels = "".join(f"<th>{_text(run_label(keep))}</th>" for keep, _ in runs)
     rows = [
-        _case_row("answer", [f'<div class="answer">{escape(run.result.answer)}</div>' for _, run in runs]),
+        _case_row("answer", [f'<div class="answer">{_text(run.result.answer)}</div>' for _, run in runs]),
         _case_row("correct", [_mark(run.correct) for _, run in runs]),
-        _case_row("agreement", [MISSING if keep is None else format_percent(run.agreement) for keep, run in runs]),
+        _case_row("agreement", [_text(MISSING if keep is None else format_percent(run.agreement))
+                                for keep, run in runs]),
         _case_row("TTFT", [_ttft_text(run) for _, run in runs]),
         _case_row("kept", [_kept_text(run) for _, run in runs]),
     ]
@@ -212,12 +233,12 @@ def _runs_table(case: CaseRecord) -> str:
 
 
 def _case_row(label: str, cells: list[str]) -> str:
-    return f"<tr><th>{escape(label)}</th>{''.join(f'<td>{c}</td>' for c in cells)}</tr>"
+    return f"<tr><th>{_text(label)}</th>{''.join(f'<td>{c}</td>' for c in cells)}</tr>"
 
 
 def _ttft_text(run: RunRecord) -> str:
     """The TTFT, labelled when a cache served the run (it is not comparable with cold ones)."""
-    return format_seconds(run.result.ttft_s) + _tag(cached_note(run.result))
+    return _text(format_seconds(run.result.ttft_s)) + _tag(cached_note(run.result))
 
 
 def _kept_text(run: RunRecord) -> str:
@@ -225,22 +246,22 @@ def _kept_text(run: RunRecord) -> str:
     if run.result.bypassed:
         kept = "bypassed (full prefill)"
     else:
-        kept = f"{format_percent(run.result.kept_fraction)} · {escape(run.result.positions)}"
+        kept = f"{_text(format_percent(run.result.kept_fraction))} · {_text(run.result.positions)}"
     return kept + _tag(fit_note(run.result))
 
 
 def _tag(note: str) -> str:
-    return f' <span class="tag">{escape(note)}</span>' if note else ""
+    return f' <span class="tag">{_text(note)}</span>' if note else ""
 
 
 def _mark(correct: bool | None) -> str:
     if correct is None:
-        return f'<span class="muted">{MISSING}</span>'
+        return f'<span class="muted">{_text(MISSING)}</span>'
     return '<span class="ok">✓ correct</span>' if correct else '<span class="bad">✗ incorrect</span>'
 
 
 def _environment_table(env: dict) -> str:
-    rows = "".join(f"<tr><th>{escape(key)}</th><td>{escape(_env_text(value))}</td></tr>"
+    rows = "".join(f"<tr><th>{_text(key)}</th><td>{_text(_env_text(value))}</td></tr>"
                    for key, value in flatten(env))
     return f"<table>{rows}</table>"
 
@@ -259,7 +280,7 @@ def _env_text(value) -> str:
 
 
 def _num_cell(text: str) -> str:
-    return f'<td class="num">{text}</td>'
+    return f'<td class="num">{_text(text)}</td>'
 
 
 # -- plots -------------------------------------------------------------------------------

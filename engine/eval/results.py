@@ -10,13 +10,19 @@ with `--reuse-cache`, `served_by` on each run, `n_cached` and the cached_mean_* 
 its summaries, `reuse_cache` in its environment. Every run since #11 carries how its document
 fit the target's window (`document_tokens`, `fit`, `seen_fraction`); a run recorded before
 reads as one that fit. So a report written before them reads back, and writes out, unchanged.
+A field typed as a number or a flag that holds anything else (text, say) is refused with a
+ReportFieldError naming the case and the field: a report read back is rendered again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from functools import cache
+from types import NoneType, UnionType
+from typing import Union, get_args, get_origin, get_type_hints
 
+from engine.core.errors import SpecPrefillError
 from engine.core.events import SERVED_BY_LABELS, RunName, RunResult, run_json
 from engine.core.formatting import format_accuracy, format_count, format_percent_short
 
@@ -120,6 +126,47 @@ def without_unknown_fit(data: dict, document_tokens: int, fields: Sequence[str] 
     return {name: value for name, value in data.items() if name not in fields}
 
 
+class ReportFieldError(SpecPrefillError, TypeError):
+    """A saved report's field holds the wrong kind of value: text, say, where a number or a flag belongs.
+    A TypeError too, so a damaged journal line reads as one."""
+
+
+def require_numbers_and_flags(cls: type, data: dict, where: str) -> None:
+    """Raise ReportFieldError, naming `where` and the field, unless each field of the dataclass `cls` that
+    takes a number or a flag holds one in `data` (or None where the field allows it). A report read back is
+    rendered again, and its numbers go through formatting: text there would reach the page or the CSV."""
+    for name, (kinds, optional) in _number_and_flag_fields(cls).items():
+        if name in data and not _holds(data[name], kinds, optional):
+            raise ReportFieldError(f"{where}: {name} must be {_kind_name(kinds, optional)}, not {data[name]!r:.60}")
+
+
+@cache
+def _number_and_flag_fields(cls: type) -> dict[str, tuple[frozenset[type], bool]]:
+    """By name, the fields of `cls` typed int, float or bool: the types each takes, and whether it takes None."""
+    hints = get_type_hints(cls)
+    found = {}
+    for f in fields(cls):
+        hint = hints[f.name]
+        members = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
+        kinds = {m for m in members if m is not NoneType}
+        if kinds and kinds <= {int, float, bool}:
+            found[f.name] = (frozenset(kinds | ({int} if float in kinds else set())), NoneType in members)
+    return found
+
+
+def _holds(value, kinds: frozenset[type], optional: bool) -> bool:
+    if value is None:
+        return optional
+    if isinstance(value, bool):  # Python counts a bool as an int; a report never does
+        return bool in kinds
+    return isinstance(value, tuple(kinds))
+
+
+def _kind_name(kinds: frozenset[type], optional: bool) -> str:
+    name = "a number" if float in kinds else "an integer" if int in kinds else "true or false"
+    return f"{name} or null" if optional else name
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One run of one case: the engine's result, scored."""
@@ -154,7 +201,9 @@ class RunRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: dict, run: RunName) -> RunRecord:
+    def from_json(cls, data: dict, run: RunName, where: str = "run") -> RunRecord:
+        require_numbers_and_flags(RunResult, data, where)
+        require_numbers_and_flags(cls, data, where)
         scores = ("correct", "agreement", "key_points_hit")
         result = RunResult(run=run, **{k: v for k, v in data.items() if k not in scores})
         return cls(result, data["correct"], data.get("agreement"), data.get("key_points_hit"))
@@ -201,13 +250,15 @@ class CaseRecord:
 
     @classmethod
     def from_json(cls, data: dict) -> CaseRecord:
-        answers, baseline = data["answers"], data["baseline"]
+        answers, baseline, where = data["answers"], data["baseline"], f"case {data['id']!r}"
+        require_numbers_and_flags(cls, data, where)
         return cls(
             id=data["id"], kind=data["kind"], question=data["question"],
             answers=None if answers is None else tuple(answers), doc=data["doc"],
             prompt_tokens=data["prompt_tokens"],
-            baseline=None if baseline is None else RunRecord.from_json(baseline, "baseline"),
-            spec={keep: RunRecord.from_json(run, "spec") for keep, run in data["spec"].items()},
+            baseline=None if baseline is None else RunRecord.from_json(baseline, "baseline", f"{where}, baseline"),
+            spec={keep: RunRecord.from_json(run, "spec", f"{where}, {run_label(keep)}")
+                  for keep, run in data["spec"].items()},
             error=data.get("error"),
             key_points=None if data.get("key_points") is None else tuple(tuple(p) for p in data["key_points"]))
 
@@ -256,7 +307,8 @@ class RunSummary:
         return data
 
     @classmethod
-    def from_json(cls, data: dict, run: RunName) -> RunSummary:
+    def from_json(cls, data: dict, run: RunName, where: str = "summary") -> RunSummary:
+        require_numbers_and_flags(cls, data, where)
         return cls(run=run, **data)
 
 
@@ -281,9 +333,12 @@ class GroupSummary:
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> GroupSummary:
-        return cls(n_cases=data["n_cases"], baseline=RunSummary.from_json(data["baseline"], "baseline"),
-                   spec={keep: RunSummary.from_json(s, "spec") for keep, s in data["spec"].items()},
+    def from_json(cls, data: dict, where: str = "summary") -> GroupSummary:
+        require_numbers_and_flags(cls, data, where)
+        return cls(n_cases=data["n_cases"],
+                   baseline=RunSummary.from_json(data["baseline"], "baseline", f"{where}, baseline"),
+                   spec={keep: RunSummary.from_json(s, "spec", f"{where}, {run_label(keep)}")
+                         for keep, s in data["spec"].items()},
                    n_errors=data.get("n_errors", 0))
 
 
@@ -301,7 +356,8 @@ class Summary:
     @classmethod
     def from_json(cls, data: dict) -> Summary:
         return cls(keeps=tuple(data["keeps"]), overall=GroupSummary.from_json(data),
-                   by_kind={kind: GroupSummary.from_json(group) for kind, group in data["by_kind"].items()})
+                   by_kind={kind: GroupSummary.from_json(group, f"summary of kind {kind!r}")
+                            for kind, group in data["by_kind"].items()})
 
 
 @dataclass(frozen=True)
@@ -349,6 +405,9 @@ class Environment:
 
     @classmethod
     def from_json(cls, data: dict) -> Environment:
+        require_numbers_and_flags(cls, data, "environment")
+        for model in ("target", "draft"):
+            require_numbers_and_flags(ModelEntry, data[model], f"environment, {model}")
         return cls(**{**data, "target": ModelEntry(**data["target"]), "draft": ModelEntry(**data["draft"]),
                       "versions": Versions(**data["versions"])})
 
