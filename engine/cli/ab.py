@@ -36,10 +36,12 @@ from engine.cli.options import add_model_options, add_run_options, comma_items, 
 from engine.core.cancel import CancelToken
 from engine.core.formatting import (MISSING, format_count, format_duration, format_percent, format_ratio,
                                     format_seconds)
+from engine.core.private import private_dir
 from engine.core.settings import RunSettings
 from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbEvent, AbFinished, AbProgress, AbRunDone,
                             keep_setting, parse_keeps, run_suite, settings_record)
-from engine.eval.journal import JournalHeader, append_case, default_journal_path, read_journal, start_journal
+from engine.eval.journal import (JournalHeader, append_case, claim_journal, default_journal_path, read_journal,
+                                 start_journal)
 from engine.eval.report import write_csv, write_html
 from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunSummary, accuracy_text, run_label, run_notes
 from engine.eval.suite import Case, load_suite
@@ -85,15 +87,16 @@ def command(args, cancel: CancelToken) -> int:
             require_writable_folder(out)
     journal = default_journal_path(args.suite, args.report or args.csv)
     header = JournalHeader.of(args.suite, keeps, settings_record(settings), args.reuse_cache)
-    finished = _prepare_journal(journal, header, args.resume, {case.id for case in cases})
-
-    engine = load_engine(args, cancel, quiet=args.json)
-    try:
-        start_journal(journal, header, finished.values())  # only now: a failed load leaves the old journal alone
-        report = _run_journaled(engine, cases, keeps, settings, cancel, journal, finished, args.password,
-                                args.reuse_cache)
-    finally:
-        engine.close()
+    _make_journal_folder(journal)
+    with claim_journal(journal):  # from the resume's read to the last case: no other run writes it meanwhile
+        finished = _prepare_journal(journal, header, args.resume, {case.id for case in cases})
+        engine = load_engine(args, cancel, quiet=args.json)
+        try:
+            start_journal(journal, header, finished.values())  # only now: a failed load leaves the old journal alone
+            report = _run_journaled(engine, cases, keeps, settings, cancel, journal, finished, args.password,
+                                    args.reuse_cache)
+        finally:
+            engine.close()
     _write_files(report, args.report, args.csv)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
@@ -142,14 +145,19 @@ def require_writable_folder(path: Path) -> None:
     os.unlink(probe)
 
 
-def _prepare_journal(path: Path, header: JournalHeader, resume: bool, chosen: set[str]) -> dict[str, CaseRecord]:
-    """Check the journal can be written; when resuming, read the finished cases to skip. `chosen`: the
-    ids this run asks for (--only, --cases), the only ones an added keep runs on."""
+def _make_journal_folder(path: Path) -> None:
+    """Check the journal can be written; the cache's journal folder is made the first time (the
+    user's alone, as the rest of the cache)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)  # the cache's journal folder, the first time
+        private_dir(path.parent)
     except OSError as e:
         raise AbError(f"cannot create {path.parent}: {e.strerror or e}") from None
     require_writable_folder(path)
+
+
+def _prepare_journal(path: Path, header: JournalHeader, resume: bool, chosen: set[str]) -> dict[str, CaseRecord]:
+    """When resuming, read the finished cases to skip. `chosen`: the ids this run asks for (--only,
+    --cases), the only ones an added keep runs on."""
     if not resume:
         _say(f"[ab] finished cases go to {path} as they complete (--resume continues from there)")
         return {}

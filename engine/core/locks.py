@@ -21,11 +21,13 @@ from filelock import FileLock, Timeout
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import CacheError, Cancelled
+from engine.core.private import PRIVATE_FILE_MODE, private_dir
 
 log = logging.getLogger(__name__)
 
 LOCK_SUFFIX = ".lock"
 POLL_S = 0.2  # a waiter notices Cancel within this
+
 
 _REASONS = {
     errno.EROFS: "it is read-only",
@@ -34,6 +36,10 @@ _REASONS = {
     errno.ENOSPC: "it is full",
     errno.EDQUOT: "it is full",
 }
+
+
+class LockHeld(Exception):
+    """Another process holds the artefact's lock, and the caller asked not to wait for it."""
 
 
 def _cache_error_message(folder: Path, error: OSError) -> str:
@@ -55,16 +61,20 @@ def _lock_path(artefact: Path) -> Path:
 
 
 @contextmanager
-def artefact_lock(artefact: Path, cancel: CancelToken = NEVER) -> Iterator[None]:
-    """Hold the artefact's lock file while making it; another process waits here (Cancel ends the wait).
+def artefact_lock(artefact: Path, cancel: CancelToken = NEVER, wait: bool = True) -> Iterator[None]:
+    """Hold the artefact's lock file while making it; another process waits here (Cancel ends the wait),
+    or, with wait=False, LockHeld is raised at once.
 
     The lock file stays after release: removing it would let a waiter hold a lock on a file
-    the next process no longer sees.
+    the next process no longer sees. Its folder, when in the cache, is the user's alone.
     """
-    lock = FileLock(str(_lock_path(artefact)))
+    lock = FileLock(str(_lock_path(artefact)), mode=PRIVATE_FILE_MODE)
     with cache_writes(artefact.parent):
-        artefact.parent.mkdir(parents=True, exist_ok=True)
-        _acquire(lock, artefact, cancel)
+        private_dir(artefact.parent)
+        if wait:
+            _acquire(lock, artefact, cancel)
+        else:
+            _acquire_now(lock, artefact)
     try:
         yield
     finally:
@@ -81,6 +91,13 @@ def _acquire(lock: FileLock, artefact: Path, cancel: CancelToken) -> None:
         lock.acquire(poll_interval=POLL_S, cancel_check=lambda: cancel.cancelled)
     except Timeout as exc:  # no timeout is set, so only Cancel ends the wait
         raise Cancelled() from exc
+
+
+def _acquire_now(lock: FileLock, artefact: Path) -> None:
+    try:
+        lock.acquire(blocking=False)
+    except Timeout as exc:
+        raise LockHeld(f"another process holds the lock of {artefact}") from exc
 
 
 def remove_partials(folder: Path, prefix: str) -> None:

@@ -30,6 +30,7 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import ModelError
 from engine.core.locks import artefact_lock, cache_writes, remove_partials
 from engine.core.paths import draft_cache_dir
+from engine.core.private import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ def ensure_dequantized(gguf_path: Path, cancel: CancelToken = NEVER) -> Path:
     """The safetensors copy of a GGUF draft, made now if missing (setup calls this once)."""
     out = dequantized_dir(gguf_path)
     if _is_complete(out):
+        private_dir(out.parent)  # what an earlier version left readable to others is tightened now
         return out
     _quiet_transformers()
     with artefact_lock(out.parent / _path_tag(gguf_path), cancel):

@@ -6,25 +6,34 @@ Resuming reads back the cases that finished, if all of those are the same (a col
 TTFTs never mix with cached ones); a case that failed is run again. Keeps may be added on resuming:
 a finished case then runs only the keeps it lacks, beside its baseline and keeps from the journal.
 A last line cut short by a kill is ignored, and a resumed journal is written anew without it.
+One `ab` run writes a journal at a time (claim_journal): a second on the same suite would replace
+the first's journal and append its cases to the other's, under a header that is not theirs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.atomic import write_text_atomic
+from engine.core.errors import CacheError
+from engine.core.locks import LockHeld, artefact_lock
 from engine.core.paths import cache_dir
 from engine.core.settings import RunSettings
 from engine.eval.ab import AbError, settings_record
 from engine.eval.results import CaseRecord
 
+log = logging.getLogger(__name__)
+
 FORMAT = "specprefill-ab-journal/1"
 SUFFIX = ".journal.jsonl"
+JOURNAL_FOLDER = "ab-journals"  # in the cache: the journals of runs without a report, and every journal's lock
 # Settings added since journals were first written whose default acts otherwise than the code before
 # them did: a journal without one ran as with this value, not the default.
 AS_BEFORE_THEY_EXISTED = {"named_files": "off", "score_question": False, "question_words": 0.0}
@@ -77,7 +86,29 @@ def default_journal_path(suite: Path, report: Path | None) -> Path:
     if report is not None:
         return report.with_suffix(SUFFIX)
     digest = hashlib.sha256(str(suite.resolve()).encode()).hexdigest()[:10]
-    return cache_dir() / "ab-journals" / f"{suite.stem}-{digest}{SUFFIX}"
+    return cache_dir() / JOURNAL_FOLDER / f"{suite.stem}-{digest}{SUFFIX}"
+
+
+@contextmanager
+def claim_journal(path: Path) -> Iterator[None]:
+    """Hold the journal's lock for a whole run; raises AbError at once when another run holds it.
+
+    The lock file is in the cache, never beside a report in the user's folder. A cache that cannot
+    be written leaves the run unguarded, with a warning, rather than refusing it."""
+    with ExitStack() as held:
+        try:
+            held.enter_context(artefact_lock(_journal_lock(path), wait=False))
+        except LockHeld:
+            raise AbError(f"another ab run is writing the journal {path}: wait for it to finish, or give this "
+                          "run a journal of its own (--report or --csv elsewhere)") from None
+        except CacheError as error:
+            log.warning("the journal %s is not locked against another ab run: %s", path, error)
+        yield
+
+
+def _journal_lock(path: Path) -> Path:
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    return cache_dir() / JOURNAL_FOLDER / f"{path.name}-{digest}"
 
 
 def start_journal(path: Path, header: JournalHeader, records: Iterable[CaseRecord] = ()) -> None:

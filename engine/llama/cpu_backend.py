@@ -109,11 +109,12 @@ def _read_verdicts() -> dict:
 
 def _write_verdict(key: str, record: dict) -> None:
     from engine.core.atomic import write_text_atomic
+    from engine.core.private import private_dir
 
     verdicts = _read_verdicts()
     verdicts[key] = record
     path = verdict_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     write_text_atomic(path, json.dumps(verdicts, indent=1, sort_keys=True))
 
 

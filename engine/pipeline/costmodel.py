@@ -20,6 +20,7 @@ import numpy as np
 from engine.core.atomic import write_text_atomic
 from engine.core.errors import NotCalibratedError, SpecPrefillError
 from engine.core.paths import calibration_path
+from engine.core.private import private_dir
 from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS, RunSettings
 
 
@@ -149,7 +150,7 @@ class CostModel:
 
 def save(model: CostModel, path: Path | None = None) -> Path:
     path = path or calibration_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)  # the cache's root is the user's alone; another folder is left as it is
     write_text_atomic(path, json.dumps(model.to_json(), indent=2))
     return path
 

@@ -10,8 +10,8 @@ What the KV cache holds is recorded here, never guessed:
   kept tokens and is never reused as a prefix;
 - every clear of the target's context bumps its generation (LlamaContext.generation), so
   any other run in between (a one-shot `Engine.stream`, bench, a probe) invalidates it;
-- the prefix's key (document, models, system prompt, context size) and its exact tokens
-  must match the new prompt's.
+- the prefix's key (document, models by content, system prompt, context size) and its exact
+  tokens must match the new prompt's.
 
 Saved states (engine.pipeline.state_store): after a cold full prefill the prefix's KV state is
 saved to the cache, keyed the same way. A full-prefix question with no prefix in memory (a new
@@ -44,6 +44,7 @@ import numpy as np
 
 from engine.core.events import RunName
 from engine.ingest.document import Document
+from engine.models.identity import content_identity
 
 if TYPE_CHECKING:
     from engine.llama.native import LlamaContext
@@ -55,9 +56,15 @@ SESSION_MODES: tuple[str, ...] = get_args(SessionMode)
 ServedBy = Literal["cold_full", "cached_full", "saved_state", "spec", "spec_cached_draft"]
 
 
-def _file_identity(path: Path) -> tuple[str, int]:
-    """A model file as the cache sees it: its path and size (a replaced file changes the size)."""
-    return str(path), path.stat().st_size if path.exists() else -1
+def _file_identity(path: Path) -> tuple[str, int, str]:
+    """A model file as the cache sees it: its path, size and content (an updated model of the same
+    size at the same path must not reuse the old one's states). A draft's model folder has no
+    content identity (""); a missing file is (path, -1, "")."""
+    try:
+        size = path.stat().st_size
+        return str(path), size, "" if path.is_dir() else content_identity(path)
+    except OSError:
+        return str(path), -1, ""
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,8 @@ class PrefixKey:
     """Everything that decides the prefix's tokens and their KV entries."""
 
     document_sha256: str
-    target: tuple[str, int]
-    draft: tuple[str, int]
+    target: tuple[str, int, str]  # path, size, content identity (_file_identity)
+    draft: tuple[str, int, str]
     system_prompt: str
     n_ctx: int
     flash_attn: str  # it lays the KV cache's values out differently: a saved state needs the same

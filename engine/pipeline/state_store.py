@@ -12,6 +12,10 @@ prompt's prefix, and the state file its size and hash; after it, the tokens llam
 must be the prefix's exactly. Anything else is discarded with a one-line notice and the prefix
 is prefilled as usual. The store keeps at most its cap in bytes, evicting the least recently
 used; a cap of 0 turns it off. One lock file serializes the store's users across processes.
+A state whose sidecar cannot be read is never loaded: eviction and `cache clear` remove it.
+
+The states hold the documents' token IDs, so the folder is 0700 and its files 0600; what an
+earlier version left readable to others is tightened when a store first uses its folder.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
@@ -31,6 +37,7 @@ import numpy as np
 from engine.core.atomic import write_text_atomic
 from engine.core.errors import CacheError, RuntimeFailure
 from engine.core.locks import artefact_lock
+from engine.core.private import PRIVATE_FILE_MODE, private_dir, tighten_files
 from engine.llama.native import LlamaContext
 from engine.models.defaults import sha256_file
 from engine.pipeline.session import PrefixKey
@@ -123,6 +130,7 @@ class StateStore:
     def __init__(self, folder: Path, cap: int):
         self.folder = Path(folder)
         self.cap = cap
+        self._private = False  # the folder and its files have been tightened by this store
 
     @property
     def enabled(self) -> bool:
@@ -135,12 +143,24 @@ class StateStore:
     def _sidecar(self, digest: str) -> Path:
         return self.folder / f"{digest}{SIDECAR_SUFFIX}"
 
-    def _lock(self):
-        return artefact_lock(self.folder / "store")
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        with artefact_lock(self.folder / "store"):
+            self._make_private_once()
+            yield
+
+    def _make_private_once(self) -> None:
+        """The folder 0700 and its files 0600, those an earlier version left readable to others too."""
+        if self._private or not self.folder.is_dir():
+            return
+        private_dir(self.folder)
+        tighten_files(self.folder)
+        self._private = True
 
     # -- listing ----------------------------------------------------------------
     def entries(self) -> list[SavedState]:
         """The states whose sidecar reads, most recently used first."""
+        self._make_private_once()
         found = []
         for sidecar in self.folder.glob(f"*{SIDECAR_SUFFIX}"):
             entry = self._read_sidecar(sidecar.stem)
@@ -150,9 +170,13 @@ class StateStore:
 
     def _read_sidecar(self, digest: str) -> SavedState | None:
         try:
-            return SavedState.from_json(json.loads(self._sidecar(digest).read_text(encoding="utf-8")))
+            return self._parse_sidecar(digest)
         except (OSError, ValueError, TypeError):
             return None
+
+    def _parse_sidecar(self, digest: str) -> SavedState:
+        """Raises OSError when it cannot be read, ValueError or TypeError when it is no sidecar."""
+        return SavedState.from_json(json.loads(self._sidecar(digest).read_text(encoding="utf-8")))
 
     # -- saving -------------------------------------------------------------------
     def save(self, context: LlamaContext, key: PrefixKey, prefix: np.ndarray, target_name: str) -> SavedState | None:
@@ -171,6 +195,7 @@ class StateStore:
         temp = self.folder / f".{digest}{STATE_SUFFIX}.{os.getpid()}{TEMP_SUFFIX}"
         try:
             context.save_sequence(temp, prefix)
+            os.chmod(temp, PRIVATE_FILE_MODE)  # llama.cpp creates it as the umask allows
             _fsync(temp)
             size = temp.stat().st_size
             if size > self.cap:
@@ -187,11 +212,14 @@ class StateStore:
             temp.unlink(missing_ok=True)
 
     def _write_sidecar(self, entry: SavedState) -> None:
-        write_text_atomic(self._sidecar(entry.digest), json.dumps(asdict(entry), indent=1))
+        write_text_atomic(self._sidecar(entry.digest), json.dumps(asdict(entry), indent=1),
+                          new_file_mode=PRIVATE_FILE_MODE)
 
     def _evict(self, keep: str) -> None:
-        """Drop states without a sidecar, then the least recently used until the rest fit the cap."""
+        """Drop states without a sidecar or with one that cannot be read, then the least recently used
+        until the rest fit the cap."""
         self._remove_orphans()
+        self._remove_unreadable()
         entries = sorted(self.entries(), key=lambda e: e.last_used)
         total = sum(e.state_bytes for e in entries)
         for entry in entries:
@@ -209,6 +237,28 @@ class StateStore:
         for state in self.folder.glob(f"*{STATE_SUFFIX}"):
             if not self._sidecar(state.stem).exists():
                 state.unlink(missing_ok=True)
+
+    def _remove_unreadable(self) -> tuple[int, int]:
+        """Remove the states whose sidecar cannot be read (they are never loaded); returns (states
+        removed, bytes freed). Under the lock: no sidecar is half-written then."""
+        removed = freed = 0
+        for sidecar in self.folder.glob(f"*{SIDECAR_SUFFIX}"):
+            try:
+                self._parse_sidecar(sidecar.stem)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, TypeError) as error:
+                freed += self._state_bytes(sidecar.stem)
+                self._discard(sidecar.stem)
+                removed += 1
+                log.warning("removed saved state %s: its sidecar could not be read (%s)", sidecar.stem, error)
+        return removed, freed
+
+    def _state_bytes(self, digest: str) -> int:
+        try:
+            return self._state(digest).stat().st_size
+        except OSError:
+            return 0
 
     def _discard(self, digest: str) -> None:
         self._sidecar(digest).unlink(missing_ok=True)  # the sidecar first: a state without it is never loaded
@@ -287,6 +337,8 @@ class StateStore:
             entries = [e for e in self.entries() if document_sha256 in (None, e.document_sha256)]
             for entry in entries:
                 self._discard(entry.digest)
-            if document_sha256 is None:
+            unreadable = freed = 0
+            if document_sha256 is None:  # whose document an unreadable state held is unknown
+                unreadable, freed = self._remove_unreadable()
                 self._remove_orphans()
-        return len(entries), sum(e.state_bytes for e in entries)
+        return len(entries) + unreadable, sum(e.state_bytes for e in entries) + freed
