@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -102,6 +103,12 @@ def name_list(names: list[str], most: int = 5) -> str:
     if len(names) <= most:
         return ", ".join(names)
     return ", ".join(names[:most]) + f" and {len(names) - most} more"
+
+
+def printable_name(name: str) -> str:
+    """A file name as valid UTF-8 text. Bytes of a name that are not UTF-8 (which Python holds as
+    surrogate escapes, and which no UTF-8 encoder accepts) show as \\xNN, e.g. caf\\xe9.py."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections import Counter
 from dataclasses import dataclass
 from itertools import islice
@@ -22,6 +24,7 @@ from engine.ingest._common import (
     human_bytes,
     looks_binary,
     name_list,
+    printable_name,
     token,
 )
 from engine.ingest.document import Document, Segment
@@ -38,6 +41,24 @@ SKIP_DIRS = frozenset(
 )  # fmt: skip
 
 MAX_GITIGNORE_BYTES = 256 * 1024
+# A .gitignore pattern is matched by backtracking: each `*` in one name, and each `**` across the
+# path, multiplies the work by the length it spans. Past these counts one crafted pattern takes
+# seconds to minutes per file name, so such a pattern is not applied (and the warnings say so).
+MAX_STARS_IN_ONE_NAME = 3
+MAX_ANY_DEPTH_WILDCARDS = 3
+SHOWN_PATTERN_CHARS = 60
+
+# A file is opened without following a symlink (one swapped in after the scan) and without waiting
+# for a writer (a FIFO swapped in); fstat on the descriptor then tells what was really opened.
+OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+# What open() with O_NOFOLLOW raises when the name is a symlink (EMLINK on FreeBSD).
+SYMLINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK})
 LISTED_WHOLE = 10_000  # a folder with up to this many entries is always listed (and sorted) whole
 
 # Reasons, as they read in the warnings.
@@ -58,9 +79,58 @@ def file_header(rel: str) -> str:
 
 @dataclass(frozen=True)
 class _Candidate:
-    rel: str
+    rel: str  # the name as the file system gives it (not UTF-8 bytes held as surrogate escapes)
     abs: Path
     size: int
+
+    @property
+    def label(self) -> str:
+        return printable_name(self.rel)
+
+
+class _Skipped(Exception):
+    """A file that is not read, with the reason as the warnings word it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _open_without_following(path, flags: int) -> int:
+    """An opener for open(): the flags of OPEN_FLAGS instead of the ones open() picks."""
+    return os.open(path, OPEN_FLAGS)
+
+
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """Up to `limit` bytes of the regular file at `path`; raises _Skipped for anything else.
+    The checks are on the opened descriptor, so a name swapped after the scan cannot mislead them."""
+    try:
+        with open(path, "rb", opener=_open_without_following) as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise _Skipped(R_SPECIAL)
+            return fh.read(limit)
+    except OSError as e:
+        raise _Skipped(R_SYMLINK if e.errno in SYMLINK_ERRNOS else R_UNREADABLE) from e
+
+
+def _backtracks(line: str) -> bool:
+    """True for a .gitignore line whose pattern has too many wildcards to match in bounded time."""
+    pattern = line.strip()
+    if not pattern or pattern.startswith("#"):
+        return False
+    pattern = pattern.removeprefix("!").replace("\\*", "")  # an escaped star is a plain character
+    names = [name for name in pattern.strip("/").split("/") if name]
+    floating = "/" not in pattern.rstrip("/")  # matches at any depth: an implied leading **/
+    any_depth = sum(name == "**" for name in names) + floating
+    stars = max((name.count("*") for name in names if name != "**"), default=0)
+    return stars > MAX_STARS_IN_ONE_NAME or any_depth > MAX_ANY_DEPTH_WILDCARDS
+
+
+def _shown_pattern(line: str) -> str:
+    pattern = clean_text(line.strip())
+    if len(pattern) > SHOWN_PATTERN_CHARS:
+        pattern = pattern[:SHOWN_PATTERN_CHARS] + "..."
+    return f"'{pattern}'"
 
 
 class _Ignore:
@@ -69,13 +139,18 @@ class _Ignore:
     def __init__(self, specs: tuple[tuple[str, object], ...] = ()) -> None:
         self.specs = specs  # (directory relative to the root, "" for the root; GitIgnoreSpec)
 
-    def with_file(self, base: str, gitignore: Path) -> _Ignore:
+    def with_file(self, base: str, gitignore: Path, rejected: list[str]) -> _Ignore:
+        """These rules and the ones of `gitignore`, found in folder `base`. The patterns too costly
+        to match are left out and appended to `rejected`, each with the file that holds it."""
         try:
-            with open(gitignore, "rb") as fh:
-                raw = fh.read(MAX_GITIGNORE_BYTES)
-        except OSError:
+            raw = _read_regular_file(gitignore, MAX_GITIGNORE_BYTES)
+        except _Skipped:
             return self
         lines = raw.decode("utf-8", errors="replace").splitlines()
+        where = printable_name(f"{base}/.gitignore" if base else ".gitignore")
+        costly = [_backtracks(line) for line in lines]
+        rejected.extend(f"{_shown_pattern(line)} in {where}" for line, bad in zip(lines, costly) if bad)
+        lines = [line for line, bad in zip(lines, costly) if not bad]
         try:
             spec = pathspec.GitIgnoreSpec.from_lines(lines)
         except Exception:  # a malformed pattern: ignore the file rather than fail
@@ -108,7 +183,10 @@ def load_folder(
     skipped: Counter[str] = Counter()
     skipped_dirs: Counter[str] = Counter()
     tool_dirs: list[str] = []
-    candidates, n_entries, scan_cut = _scan(root, limits, cancel, skipped, skipped_dirs, tool_dirs)
+    rejected_patterns: list[str] = []
+    candidates, n_entries, scan_cut = _scan(
+        root, limits, cancel, skipped, skipped_dirs, tool_dirs, rejected_patterns
+    )
     candidates.sort(key=lambda c: c.rel)
 
     parts: list[str] = []
@@ -120,7 +198,7 @@ def load_folder(
     for i, cand in enumerate(candidates):
         cancel.raise_if_cancelled()
         if progress is not None:
-            progress(i + 1, len(candidates), cand.rel)
+            progress(i + 1, len(candidates), cand.label)
         if len(segments) >= limits.max_files:
             over_count += 1
             continue
@@ -128,10 +206,9 @@ def load_folder(
             over_bytes += 1
             continue
         try:
-            with open(cand.abs, "rb") as fh:
-                data = fh.read(limits.max_file_bytes + 1)
-        except OSError:
-            skipped[R_UNREADABLE] += 1
+            data = _read_regular_file(cand.abs, limits.max_file_bytes + 1)
+        except _Skipped as skip:
+            skipped[skip.reason] += 1
             continue
         if len(data) > limits.max_file_bytes:  # it grew since the scan
             skipped[R_TOO_BIG] += 1
@@ -145,16 +222,16 @@ def load_folder(
             skipped[R_EMPTY] += 1
             continue
         if not clean:
-            not_utf8.append(cand.rel)
+            not_utf8.append(cand.label)
         if not text.endswith("\n"):
             text += "\n"
         total_bytes += len(data)
         if parts:
             parts.append("\n")
             pos += 1
-        chunk = file_header(cand.rel) + text
+        chunk = file_header(cand.label) + text
         parts.append(chunk)
-        segments.append(Segment(cand.rel, "file", pos, pos + len(chunk)))
+        segments.append(Segment(cand.label, "file", pos, pos + len(chunk)))
         pos += len(chunk)
 
     if not segments:
@@ -206,6 +283,11 @@ def load_folder(
         warnings.append(
             f"{len(not_utf8)} file(s) not valid UTF-8, decoded with replacement: {name_list(not_utf8)}"
         )
+    if rejected_patterns:
+        warnings.append(
+            f"{len(rejected_patterns)} .gitignore pattern(s) not applied, too many wildcards to match "
+            f"in bounded time: {name_list(rejected_patterns)}"
+        )
     return Document(path=root, kind="folder", text="".join(parts), segments=segments, warnings=warnings)
 
 
@@ -220,6 +302,7 @@ def _scan(
     skipped: Counter[str],
     skipped_dirs: Counter[str],
     tool_dirs: list[str],
+    rejected_patterns: list[str],
 ) -> tuple[list[_Candidate], int, bool]:
     """Walk the folder without following symlinks. Returns candidates, entries seen, cut."""
     candidates: list[_Candidate] = []
@@ -244,7 +327,7 @@ def _scan(
 
         for entry in entries:
             if entry.name == ".gitignore" and _is_plain_file(entry):
-                ignore = ignore.with_file(dir_rel, Path(entry.path))
+                ignore = ignore.with_file(dir_rel, Path(entry.path), rejected_patterns)
                 break
 
         subdirs: list[tuple[Path, str, _Ignore]] = []
