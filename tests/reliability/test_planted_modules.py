@@ -8,16 +8,20 @@ against a real loopback worker: no marker may appear.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from engine.core.endpoints import Endpoint
 from engine.llama.rpc.ggml_backends import has_rpc, lib_dir
-from engine.llama.rpc.workers import RPC_SERVER, WorkerProcess
+from engine.llama.rpc.workers import RPC_SERVER, WorkerProcess, probe
 from tests.fixtures.tiny_gguf import write_tiny_pair
 
 pytestmark = pytest.mark.skipif(not (lib_dir() / RPC_SERVER).is_file() or not has_rpc(),
@@ -49,6 +53,15 @@ def worker(tmp_path, free_port):
     with WorkerProcess(Endpoint("127.0.0.1", free_port), threads=1, log=tmp_path / "worker.log") as started:
         started.wait_ready()
         yield started
+
+
+PLANTED_BACKEND = r"""
+#include <stdio.h>
+__attribute__((constructor)) static void planted(void) {
+    FILE *f = fopen(MARKER, "w");
+    if (f) { fputs("loaded from the current directory", f); fclose(f); }
+}
+"""
 
 
 def imported(markers: Path) -> list[str]:
@@ -84,3 +97,27 @@ def test_doctor_and_run_over_rpc_import_nothing_from_the_cwd(hostile_cwd, worker
                       cache=tmp_path / "cache")
     assert imported(markers) == []
     assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to build the planted library")
+def test_a_worker_loads_no_ggml_backend_from_the_cwd(hostile_cwd, free_port):
+    """ggml's backend loader scans the executable's folder and the current one for libggml-cpu-*.so:
+    a library planted in the folder the worker is started from must not be loaded."""
+    folder, markers = hostile_cwd
+    source = folder / "planted.c"
+    source.write_text(f"#define MARKER {json.dumps(str(markers / 'libggml-cpu-planted.so'))}\n" + PLANTED_BACKEND)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(folder / "libggml-cpu-planted.so"), str(source)], check=True)
+    endpoint = Endpoint("127.0.0.1", free_port)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    worker = subprocess.Popen([str(SPECPREFILL), "worker", "--port", str(free_port), "--threads", "1"], cwd=folder,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while probe(endpoint, timeout=0.5) and time.monotonic() < deadline:
+            assert worker.poll() is None, f"the worker exited with {worker.returncode}"
+            time.sleep(0.1)
+        assert not probe(endpoint), "the worker did not start listening"
+    finally:
+        worker.send_signal(signal.SIGINT)
+        worker.wait(20)
+    assert imported(markers) == []

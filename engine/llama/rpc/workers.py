@@ -145,10 +145,13 @@ class WorkerProcess:
         self.endpoint = endpoint
         self._log = open(log, "ab") if log else None if inherit_output else subprocess.DEVNULL
         # start_new_session: a Ctrl-C in the terminal reaches us, and we stop the worker ourselves;
-        # a SIGKILL of ours cannot be caught, so the kernel ends the rpc-server then (dies_with_parent)
+        # a SIGKILL of ours cannot be caught, so the kernel ends the rpc-server then (dies_with_parent).
+        # cwd: ggml looks for libggml-*.so backends in the executable's folder and in the current one,
+        # which must not be the (untrusted) folder the user started us in.
         self.process = subprocess.Popen(worker_command(endpoint, device, threads), env=env, stdout=self._log,
                                         stderr=subprocess.STDOUT if self._log is not None else None,
-                                        start_new_session=True, preexec_fn=dies_with_parent(os.getpid()))
+                                        cwd=lib_dir(), start_new_session=True,
+                                        preexec_fn=dies_with_parent(os.getpid()))
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until the worker accepts connections; ModelError when it exits or never does."""
