@@ -11,18 +11,13 @@ import PySide6
 from PySide6.QtCore import Qt, qVersion
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from engine.api import APP_NAME, app_version
+from engine.api import APP_NAME, NOTICES, app_version
 
 NOT_INSTALLED = "not installed"
 NOT_LOADED = "not loaded"
 # Read from the installed packages' metadata: importing torch here would cost seconds at start.
 RUNTIME_PACKAGES = (("torch", "torch"), ("llama-cpp-python", "llama-cpp-python"))
-LICENCES = (
-    (APP_NAME, "MIT"),
-    ("Qwen2.5-Coder models", "Apache-2.0"),
-    ("llama.cpp", "MIT"),
-    ("PySide6 (Qt for Python)", "LGPLv3"),
-)
+LICENCES = tuple((notice.name, notice.licence) for notice in NOTICES)  # THIRD_PARTY.md says where each is from
 
 Fact = tuple[str, str]
 

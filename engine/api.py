@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.core.about import APP_NAME, app_version
+from engine.core.notices import NOTICES, Notice
 from engine.core.resources import icon_paths
 from engine.core.atomic import write_bytes_atomic, write_text_atomic
 from engine.core.cancel import NEVER, CancelToken
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from engine.pipeline.costmodel import CostModel
 
 __all__ = [
-    "APP_NAME", "app_version", "icon_paths",
+    "APP_NAME", "app_version", "NOTICES", "Notice", "icon_paths",
     "AbError", "AbFinished", "AbProgress", "AbRunDone", "Cancelled", "CancelToken", "Case", "CompareResult",
     "ContextOverflowError", "DEFAULT_DRAFT", "DEFAULT_KEEPS", "DEFAULT_KIND", "DEFAULT_MIN_TOKENS",
     "DEFAULT_TARGET", "DefaultModelsError", "Document", "EngineBusyError", "EngineEvent", "IngestError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QApplication, QLabel
 
 from engine.core.about import APP_NAME, app_version
+from engine.core.notices import NOTICES
 from engine.core.settings import RunSettings
 from engine.ingest.document import Document
 from desktop import about, app, heat_colors
@@ -48,9 +50,9 @@ def test_about_names_the_app_versions_models_and_licences(window, qtbot):
     for label in ("Python", "PySide6 / Qt", "torch", "llama-cpp-python"):
         assert f"{label}:" in text
     assert "FakeTarget-1.5B" in text and "FakeDraft-0.5B" in text  # from the loaded engine's info
-    for name, licence in (("SpecPrefill", "MIT"), ("Qwen2.5-Coder models", "Apache-2.0"),
-                          ("llama.cpp", "MIT"), ("PySide6 (Qt for Python)", "LGPLv3")):
-        assert f"{name}:&nbsp;</td><td>{licence}" in text
+    for notice in NOTICES:
+        assert f"{html.escape(notice.name)}:&nbsp;</td><td>{html.escape(notice.licence)}" in text
+    assert "Qwen2.5-Coder-1.5B-Instruct" in text and "Apache-2.0" in text and "LGPL-3.0-only" in text
     assert box.isVisible()
 
 
