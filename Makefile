@@ -21,7 +21,7 @@ ifeq ($(filter $(GPU),cpu cuda),)
 $(error GPU=$(GPU): use GPU=cpu (the default) or GPU=cuda)
 endif
 
-.PHONY: preflight setup run test demo dist lint-imports clean-venv
+.PHONY: preflight setup run test test-fast demo dist lint-imports clean-venv
 
 # What setup needs (compilers, patch, cmake, disk space...), with the package that provides each.
 preflight:
@@ -60,6 +60,11 @@ lint-imports: $(STAMP)
 
 test: setup lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
+
+# The unit tests on tiny fixtures, without the ones that start processes: under 2 minutes, for a
+# quick check while working. `make test` (all of them) is what CI runs.
+test-fast: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest tests/unit -q -p no:cacheprovider -m "not slow and not real_models and not bundle"
 
 clean-venv:
 	rm -rf $(VENV)

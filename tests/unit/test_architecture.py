@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 LINT = Path(sys.executable).with_name("lint-imports")
 CONTRACTS = ("The engine is Qt-free", "The engine is layered", "The draft and the llama.cpp runtime never import each other",
@@ -44,6 +46,7 @@ def modules_loaded_by(imports: str, prefixes: tuple[str, ...]) -> list[str]:
     return [m for m in proc.stdout.strip().split(",") if m]
 
 
+@pytest.mark.slow
 def test_importing_the_engine_loads_no_qt():
     assert modules_loaded_by("engine.pipeline, engine.cli.main, engine.ingest, engine.api",
                              ("PySide6", "shiboken6", "desktop")) == []

@@ -112,6 +112,7 @@ def loose_modes(root: Path) -> list[str]:
     return loose
 
 
+@pytest.mark.slow
 def test_after_a_chat_run_the_cache_is_owner_only_including_what_an_earlier_version_left(pair, tmp_path):
     cache_home = tmp_path / "xdg-cache"
     root = seed_an_earlier_versions_cache(cache_home)
@@ -150,6 +151,7 @@ def seed_unreadable_state(folder: Path) -> tuple[Path, Path]:
     return state, sidecar
 
 
+@pytest.mark.slow
 def test_cache_clear_removes_a_state_whose_sidecar_cannot_be_read(tmp_path):
     cache_home = tmp_path / "xdg-cache"
     state, sidecar = seed_unreadable_state(cache_home / "specprefill" / "states")
@@ -226,6 +228,7 @@ def write_ab_suite(folder: Path) -> Path:
     return suite
 
 
+@pytest.mark.slow
 def test_two_ab_runs_on_one_suite_never_write_one_journal(pair, tmp_path):
     cache_home = tmp_path / "xdg-cache"
     suite = write_ab_suite(tmp_path)

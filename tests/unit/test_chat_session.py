@@ -216,6 +216,7 @@ def chat(pair, tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_chat_json_prints_one_object_per_question(chat):
     proc = chat("--mode", "baseline", "--json", *(arg for q in QUESTIONS for arg in ("--question", q)))
     assert proc.returncode == 0, proc.stderr
@@ -230,6 +231,7 @@ def test_chat_json_prints_one_object_per_question(chat):
     assert answers[1]["prefill_tokens"] < answers[1]["prompt_tokens"]
 
 
+@pytest.mark.slow
 def test_chat_reads_questions_from_stdin_and_auto_starts_with_spec(chat):
     proc = chat("--force", "--keep", "0.3", "--chunk-size", "8", "--json", "--no-background-prefill",
                 stdin="\n".join(QUESTIONS) + "\n\n")
@@ -239,6 +241,7 @@ def test_chat_reads_questions_from_stdin_and_auto_starts_with_spec(chat):
     assert answers[0]["positions"] == "restore" and "kept_fraction" not in answers[1]
 
 
+@pytest.mark.slow
 def test_chat_prints_readable_blocks(chat):
     proc = chat("--mode", "baseline", "--question", QUESTIONS[0], "--question", QUESTIONS[1])
     assert proc.returncode == 0, proc.stderr
@@ -246,12 +249,14 @@ def test_chat_prints_readable_blocks(chat):
     assert "served by cold_full" in proc.stdout and "served by cached_full" in proc.stdout
 
 
+@pytest.mark.slow
 def test_chat_without_questions_is_one_line_exit_2(chat):
     proc = chat("--json", stdin="\n  \n")
     assert proc.returncode == 2 and "no questions" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_chat_fills_the_full_prefix_while_waiting_for_the_next_question(chat):
     proc = chat.start("--force", "--keep", "0.3", "--chunk-size", "8", "--json")
     killer = threading.Timer(240, proc.kill)  # a hang fails the test instead of stalling the suite

@@ -25,21 +25,25 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, needle: str) -> Non
     assert needle in lines[0]
 
 
+@pytest.mark.slow
 def test_missing_document(tmp_path):
     proc = run_cli("run", "--doc", str(tmp_path / "nope.pdf"), "--question", "q?")
     assert_one_line_error(proc, "nope.pdf")
 
 
+@pytest.mark.slow
 def test_random_bytes_pdf(tmp_path):
     bad = tmp_path / "bad.pdf"
     bad.write_bytes(bytes(range(256)) * 40)
     assert_one_line_error(run_cli("run", "--doc", str(bad), "--question", "q?"), "bad.pdf")
 
 
+@pytest.mark.slow
 def test_keep_out_of_range(tmp_path):
     assert_one_line_error(run_cli("run", "--doc", "x", "--question", "q", "--keep", "1.5"), "keep")
 
 
+@pytest.mark.slow
 def test_unknown_positions_mode():
     assert_one_line_error(run_cli("run", "--doc", "x", "--question", "q", "--positions", "gap"), "positions")
 

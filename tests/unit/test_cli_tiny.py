@@ -32,6 +32,7 @@ def cli(tmp_path_factory):
     return run, models, doc
 
 
+@pytest.mark.slow
 def test_run_json_contract(cli):
     run, models, doc = cli
     proc = run("run", "--doc", str(doc), "--question", "Which item is green?", "--mode", "both", "--force",
@@ -48,6 +49,7 @@ def test_run_json_contract(cli):
     assert spec["positions"] == "restore" and spec["bypassed"] is False
 
 
+@pytest.mark.slow
 def test_run_a_document_longer_than_the_window_json_contract(cli, tmp_path):
     """#11: `run --mode spec` needs no flag on a document longer than the window; `--mode both` cuts the
     full prefill and labels it; both runs say how much of the document they saw."""
@@ -73,6 +75,7 @@ def test_run_a_document_longer_than_the_window_json_contract(cli, tmp_path):
     assert "--mode spec" in refused.stderr
 
 
+@pytest.mark.slow
 def test_run_spec_below_threshold_is_bypassed(cli):
     run, models, doc = cli
     proc = run("run", "--doc", str(doc), "--question", "Which item is green?", "--mode", "spec",
@@ -81,6 +84,7 @@ def test_run_spec_below_threshold_is_bypassed(cli):
     assert spec["bypassed"] is True and spec["kept_fraction"] == 1.0
 
 
+@pytest.mark.slow
 def test_bench_json_contract(cli, tmp_path):
     run, models, doc = cli
     plot = tmp_path / "ttft.png"
@@ -98,6 +102,7 @@ def test_bench_json_contract(cli, tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_calibrate_then_estimate(cli):
     run, models, doc = cli
     proc = run("estimate", "--tokens", "8192", "--keep", "0.2", "--json")

@@ -110,6 +110,7 @@ def test_without_a_model_to_test_with_the_amx_buffers_stay_off(tmp_path, monkeyp
     assert library is not None and path.extra_bufts is False and path.verdict.startswith("not run")
 
 
+@pytest.mark.slow
 def test_doctor_names_the_cpu_variant(tmp_path):
     proc = subprocess.run([sys.executable, "-P", "-m", "engine.cli", "doctor"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})

@@ -21,6 +21,7 @@ def run(args: list[str], cache: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_doctor_reports_each_component_and_exits_0_when_the_app_can_run(tmp_path):
     target, draft = write_tiny_pair(tmp_path / "models")
     proc = run(["-m", "engine.cli", "doctor", "--target", str(target), "--draft", str(draft)], tmp_path / "cache")
@@ -36,6 +37,7 @@ def test_doctor_reports_each_component_and_exits_0_when_the_app_can_run(tmp_path
     assert backends.startswith("backends:     CPU (no RPC workers set; RPC backend ")
 
 
+@pytest.mark.slow
 def test_doctor_exits_2_with_one_line_when_a_default_model_is_missing(tmp_path):
     proc = run(["-m", "engine.cli", "doctor"], tmp_path / "empty-cache")
     assert proc.returncode == 2
@@ -46,6 +48,7 @@ def test_doctor_exits_2_with_one_line_when_a_default_model_is_missing(tmp_path):
 
 @pytest.mark.parametrize("command, name", [(["-m", "engine.cli"], "specprefill"),
                                            (["-m", "desktop.app"], "specprefill-gui")])
+@pytest.mark.slow
 def test_both_commands_print_their_version(tmp_path, command, name):
     proc = run([*command, "--version"], tmp_path)
     assert proc.returncode == 0, proc.stderr

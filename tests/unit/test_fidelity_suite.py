@@ -135,6 +135,7 @@ def test_case_fields(cases):
             assert c.id in RECOUNT, f"{c.id}: add how to recount it"
 
 
+@pytest.mark.slow
 def test_answers_occur_in_documents(cases, texts):
     for c in cases:
         if c.kind in ("summary", "count"):

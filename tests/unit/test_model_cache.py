@@ -86,6 +86,7 @@ def wait_for(path: Path, timeout_s: float = START_TIMEOUT_S) -> None:
 # -- two instances ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_on_a_fresh_cache_dequantize_once_and_share_the_copy(cache, gguf, tmp_path):
     saves = tmp_path / "saves"
     saves.mkdir()
@@ -99,6 +100,7 @@ def test_two_processes_on_a_fresh_cache_dequantize_once_and_share_the_copy(cache
 # -- leftovers ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_save_killed_before_its_rename_leaves_nothing_after_the_next_start(cache, gguf, tmp_path):
     saved = tmp_path / "saved"
     child = spawn(dequantize_then_hang, gguf, saved)

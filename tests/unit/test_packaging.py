@@ -152,6 +152,7 @@ def test_the_wheel_declares_a_console_script_and_a_gui_script(wheel):
     assert dict(parser["gui_scripts"]) == {"specprefill-gui": "desktop.app:main"}
 
 
+@pytest.mark.slow
 def test_the_installed_commands_run_outside_the_repository(installed):
     assert installed.run([installed.bin / "specprefill", "--version"]).stdout.startswith("specprefill ")
     assert "--lengths" in installed.run([installed.bin / "specprefill", "calibrate", "--help"]).stdout

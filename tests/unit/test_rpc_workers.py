@@ -126,6 +126,7 @@ def test_a_worker_killed_mid_prefill_ends_the_run_and_the_next_run_reconnects(pa
         engine.close()
 
 
+@pytest.mark.slow
 def test_a_worker_that_hangs_ends_the_run_after_the_timeout(pair, cache_home, workers):
     engine = Engine.load(settings_for(pair, workers, rpc_timeout=3))
     try:
@@ -169,6 +170,7 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_cli_run_with_a_worker_that_is_not_there_is_one_line_and_exit_2(pair, cache_home, free_port, tmp_path):
     target, draft = pair
     doc = tmp_path / "doc.txt"
@@ -181,6 +183,7 @@ def test_cli_run_with_a_worker_that_is_not_there_is_one_line_and_exit_2(pair, ca
         f"(is `specprefill worker --port {free_port}` running there?)"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_cli_worker_listens_on_loopback_and_stops_cleanly(free_port, stop):
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "worker", "--port", str(free_port), "--mem", "1"],
@@ -202,6 +205,7 @@ def test_cli_worker_listens_on_loopback_and_stops_cleanly(free_port, stop):
         socket.create_connection(("127.0.0.1", free_port), timeout=2).close()  # nothing left running
 
 
+@pytest.mark.slow
 def test_doctor_lists_each_worker_with_what_it_lends_and_fails_on_one_that_is_down(workers, free_port):
     rpc = f"{workers[0].endpoint},127.0.0.1:{free_port}"
     done = run_cli("doctor", "--rpc", rpc)

@@ -227,6 +227,7 @@ def test_cache_list_and_clear(engine, store, capsys):
     assert capsys.readouterr().out.startswith("0 saved states, 0.0 MB")
 
 
+@pytest.mark.slow
 def test_a_second_chat_process_answers_from_the_saved_state_a_damaged_one_says_so(pair, tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text(DOCUMENT)

@@ -215,6 +215,7 @@ def test_forget_drops_every_cache_of_the_document(engine):
 
 
 # -- the session benchmark ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_session_benchmark_measures_each_path_it_names(engine):
     from engine.eval.session_bench import SessionBenchRow, run_session_bench
 

@@ -63,6 +63,7 @@ def _help_of(verb: str) -> str:
                           capture_output=True, text=True, timeout=120).stdout
 
 
+@pytest.mark.slow
 def test_every_schema_field_with_a_flag_is_on_the_cli():
     run_help, chat_help = _help_of("run"), _help_of("chat")
     for cls in (RunSettings, ModelSettings):
@@ -75,11 +76,13 @@ def test_every_schema_field_with_a_flag_is_on_the_cli():
                     assert flag in run_help, name
 
 
+@pytest.mark.slow
 def test_a_setting_on_by_default_can_be_turned_off_from_the_cli():
     assert RunSettings().background_prefill is True
     assert "--no-background-prefill" in _help_of("chat")
 
 
+@pytest.mark.slow
 def test_cli_values_are_checked_by_the_schema_before_anything_loads():
     # The document does not exist: a bad chunk size must be reported first, before any reading or loading.
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "run", "--doc", "no-such.pdf", "--question", "q",
@@ -103,6 +106,7 @@ CTRL_C_DURING_LOAD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_models_load_stops_the_cli(tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text("A short document.")
