@@ -36,11 +36,11 @@ AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING = 0.1, 0.4  # the range auto chooses in for a
 # 17 broad questions the ceiling's extra chunks found no more key points or counts than 0.2 did.
 AUTO_KEEP_BROAD = 0.2
 # A question joining two facts (multi-hop): on the probe's 7, answer text kept in 4 at 0.2, 6 at 0.3;
-# on the fidelity suite's 11 joined ones the full prefill answers, 9 right at 0.3, all 11 at 0.4 (stop 43).
+# on the fidelity suite's 11 joined ones the full prefill answers, 9 right at 0.3, all 11 at 0.4 (measured 2026-12-05).
 AUTO_KEEP_JOINED = 0.4
 # From this many prompt tokens on, a look-up keeps the floor: 0.1 of them is 31+ chunks, and on the
 # fidelity suite's 27 look-ups in 13K-22K-token prompts the spread's keeps (1.6 times the floor's
-# tokens) answered 17 of the full prefill's 19, as the floor did (stop 44). Only for prompts that fit
+# tokens) answered 17 of the full prefill's 19, as the floor did (measured 2026-12-05). Only for prompts that fit
 # the target's window: past it a 48K needle at 0.1 was lost (selection_plan.long_lookup_tokens).
 AUTO_LONG_LOOKUP_TOKENS = 10_000
 AUTO_KEEP_NOMINAL = 0.2  # what predictions made before the draft has scored assume auto keeps
