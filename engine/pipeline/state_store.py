@@ -219,8 +219,8 @@ class StateStore:
         """Drop states without a sidecar or with one that cannot be read, then the least recently used
         until the rest fit the cap."""
         self._remove_orphans()
-        self._remove_unreadable()
-        entries = sorted(self.entries(), key=lambda e: e.last_used)
+        readable, _, _ = self._remove_unreadable()
+        entries = sorted(readable, key=lambda e: e.last_used)
         total = sum(e.state_bytes for e in entries)
         for entry in entries:
             if total <= self.cap:
@@ -238,13 +238,15 @@ class StateStore:
             if not self._sidecar(state.stem).exists():
                 state.unlink(missing_ok=True)
 
-    def _remove_unreadable(self) -> tuple[int, int]:
-        """Remove the states whose sidecar cannot be read (they are never loaded); returns (states
-        removed, bytes freed). Under the lock: no sidecar is half-written then."""
+    def _remove_unreadable(self) -> tuple[list[SavedState], int, int]:
+        """Remove the states whose sidecar cannot be read (they are never loaded); returns the
+        readable entries it parsed on the way, the states removed and the bytes freed. Under the
+        lock: no sidecar is half-written then."""
+        readable: list[SavedState] = []
         removed = freed = 0
         for sidecar in self.folder.glob(f"*{SIDECAR_SUFFIX}"):
             try:
-                self._parse_sidecar(sidecar.stem)
+                readable.append(self._parse_sidecar(sidecar.stem))
             except FileNotFoundError:
                 continue
             except (OSError, ValueError, TypeError) as error:
@@ -252,7 +254,7 @@ class StateStore:
                 self._discard(sidecar.stem)
                 removed += 1
                 log.warning("removed saved state %s: its sidecar could not be read (%s)", sidecar.stem, error)
-        return removed, freed
+        return readable, removed, freed
 
     def _state_bytes(self, digest: str) -> int:
         try:
@@ -339,6 +341,6 @@ class StateStore:
                 self._discard(entry.digest)
             unreadable = freed = 0
             if document_sha256 is None:  # whose document an unreadable state held is unknown
-                unreadable, freed = self._remove_unreadable()
+                _, unreadable, freed = self._remove_unreadable()
                 self._remove_orphans()
         return len(entries) + unreadable, sum(e.state_bytes for e in entries) + freed
