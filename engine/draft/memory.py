@@ -35,7 +35,7 @@ def draft_weight_bytes(path: Path, bytes_per_value: int) -> int:
 
 
 def draft_scoring_need(config, bytes_per_value: int, n_prompt: int, question_rows: int = 0) -> MemoryNeed:
-    """Measured on an H200 (bf16, `resources/reports/gpu/`): with 48 question rows these parts come
+    """Measured on an H200 (bf16, `research/gpu/`): with 48 question rows these parts come
     within 10% of the allocator's peak over the weights, 4K to 32K tokens."""
     rows = 2 * config.num_hidden_layers * config.num_attention_heads * n_prompt * 4
     parts = [("draft KV cache", draft_kv_shape(config, bytes_per_value).bytes_for(n_prompt)),

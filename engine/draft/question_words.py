@@ -2,7 +2,7 @@
 
 The draft's attention misses some answers that a plain word match finds: a configuration key's
 default three chunks after its heading, a decorator named in the question. On the keep-auto probe's
-80 cases (`resources/reports/scoring/question_words.py`), keep 0.2 kept 85% of the answers' text
+80 cases (`research/scoring/question_words.py`), keep 0.2 kept 85% of the answers' text
 (summaries: of their key points) by the draft's scores alone, and 95% once each chunk's BM25 score
 for the question's words also counted.
 

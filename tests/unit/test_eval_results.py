@@ -10,7 +10,7 @@ import pytest
 from engine.eval.bench import BenchReport
 from engine.eval.results import AbReport
 
-REPORTS = Path(__file__).resolve().parents[2] / "resources" / "reports"
+REPORTS = Path(__file__).resolve().parents[2] / "research"
 
 
 def read(name: str) -> dict:

@@ -5,7 +5,7 @@ import pytest
 
 from engine.eval.metrics import answer_agreement, is_correct, normalize
 
-REPORTS = Path(__file__).resolve().parents[2] / "resources" / "reports"
+REPORTS = Path(__file__).resolve().parents[2] / "research"
 DEV_SUITE_REPORTS = [REPORTS / "dev-suite-keep0.2.json", REPORTS / "dev-suite.json"]
 
 

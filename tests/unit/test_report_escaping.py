@@ -17,7 +17,7 @@ from engine.eval import report as report_module
 from engine.eval.report import csv_cell, render_csv, render_html
 from engine.eval.results import AbReport
 
-REPORTS = Path(__file__).resolve().parents[2] / "resources" / "reports"
+REPORTS = Path(__file__).resolve().parents[2] / "research"
 # A saved suite run with --reuse-cache whose long documents were cut or selected: every CSV column appears.
 FULL_REPORT = "ab-codebase-long.json"
 

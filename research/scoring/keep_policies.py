@@ -5,11 +5,13 @@ Input: the probe's rows (evidence and protected chunks) and `question_rows.py co
 Each policy maps a case's chunk scores and question to a keep; a case scores the share of its answer
 places kept at that keep (aggregations.case_score). The fixed keeps are the curve to beat: a policy
 is worth having only if it keeps more answer text than a fixed keep of the same mean.
-Usage: python keep_policies.py ROWS.jsonl DIR [--json RESULT.json]
+Usage: python research/scoring/keep_policies.py ROWS.jsonl DIR [--json RESULT.json] [--suite SUITE.jsonl ...]
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import sys
 from collections import defaultdict
@@ -17,25 +19,35 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from aggregations import case_score  # noqa: E402
-from question_rows import every_row, load_cases  # noqa: E402
-
-from engine.core.settings import (AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,  # noqa: E402
+from engine.core.resources import resource_path
+from engine.core.settings import (AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
                                   AUTO_LONG_LOOKUP_TOKENS, RunSettings)
-from engine.draft.keep_policy import (SPREAD_HIGH, SPREAD_LOW, choose_keep, is_broad_question,  # noqa: E402
-                                      score_spread, spread_position)
-from engine.eval.suite import load_suite  # noqa: E402
+from engine.draft.keep_policy import (SPREAD_HIGH, SPREAD_LOW, choose_keep, is_broad_question, score_spread,
+                                      spread_position)
+from engine.eval.suite import load_suite
+
+
+def sibling(name: str):
+    """The script `name`.py beside this one, as a module. research/ is no installed package (only the
+    engine is), so the script is loaded from its file: no search path is changed."""
+    key = f"research.{Path(__file__).parent.name}.{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).resolve().with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module  # before it runs: its dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+case_score = sibling("aggregations").case_score
+every_row, load_cases = sibling("question_rows").every_row, sibling("question_rows").load_cases
+SUITES = [resource_path("eval", "fidelity.jsonl"), resource_path("eval", "dev.jsonl")]
 
 FLOOR, CEILING, BROAD_KEEP = AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING, AUTO_KEEP_BROAD
 
 
-def questions() -> dict[str, str]:
-    suites = ("resources/eval/fidelity.jsonl", "resources/eval/dev.jsonl")
-    return {c.id: c.question for suite in suites for c in load_suite(ROOT / suite)}
+def questions(suites=SUITES) -> dict[str, str]:
+    return {c.id: c.question for suite in suites for c in load_suite(suite)}
 
 
 def free_scores(scores: np.ndarray, protected: list[int]) -> np.ndarray:
@@ -86,7 +98,7 @@ def by_spread(low, high):
 
 POLICIES = {f"fixed {k}": fixed(k) for k in (0.1, 0.15, 0.2, 0.25, 0.3)}
 POLICIES["auto (engine)"] = current
-POLICIES["auto, spread only"] = by_spread(SPREAD_LOW, SPREAD_HIGH)  # the engine's before stop 38
+POLICIES["auto, spread only"] = by_spread(SPREAD_LOW, SPREAD_HIGH)  # the engine's until 2026-12-04
 POLICIES.update({f"spread {lo}-{hi}": by_spread(lo, hi) for lo, hi in ((0.15, 0.3), (0.2, 0.35), (0.15, 0.45))})
 POLICIES.update({f"mass {m}": by_mass(m) for m in (0.3, 0.4, 0.5, 0.6)})
 POLICIES.update({f"mass {m} x{s}": by_mass(m, s) for m, s in ((0.5, 0.5), (0.6, 0.5), (0.8, 0.5))})
@@ -123,13 +135,21 @@ def print_table(result) -> None:
         print(name.ljust(18) + "".join(c.ljust(16) for c in cells) + f"{groups['all']['token_keep']:.3f}")
 
 
-def main(argv):
-    cases = list(load_cases(Path(argv[0]), Path(argv[1])))
-    result = evaluate(cases, questions())
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rows", type=Path, help="the keep-auto probe's rows (probe-rows.jsonl)")
+    parser.add_argument("heads_dir", type=Path, metavar="DIR", help="`question_rows.py collect`'s DIR/ID.npz")
+    parser.add_argument("--json", type=Path, metavar="RESULT.json")
+    parser.add_argument("--suite", type=Path, action="append",
+                        help="the suites holding the cases' questions (repeatable; default: fidelity.jsonl and dev.jsonl)")
+    args = parser.parse_args(argv)
+    cases = list(load_cases(args.rows, args.heads_dir))
+    result = evaluate(cases, questions(args.suite or SUITES))
     print_table(result)
-    if "--json" in argv:
-        Path(argv[argv.index("--json") + 1]).write_text(json.dumps(result, indent=1))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    raise SystemExit(main())

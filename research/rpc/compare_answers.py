@@ -1,10 +1,11 @@
 """Are the answers over RPC workers the local ones? Two `specprefill ab --json` reports, case by case.
 
-python resources/reports/rpc/compare_answers.py ab-local.json ab-rpc.json   (either may be a journal, .jsonl)
+python research/rpc/compare_answers.py ab-local.json ab-rpc.json   (either may be a journal, .jsonl)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -40,5 +41,13 @@ def main(local_path: str, rpc_path: str) -> int:
     return 0 if same == compared else 1
 
 
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("local", help="the local run's `ab --json` report or journal")
+    parser.add_argument("rpc", help="the run over RPC workers: report or journal")
+    args = parser.parse_args(argv)
+    return main(args.local, args.rpc)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(cli())

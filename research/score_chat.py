@@ -1,6 +1,6 @@
 """Score `specprefill chat --json` answers against a suite's expected answers (engine.eval.metrics.is_correct).
 
-Usage: python resources/reports/score_chat.py SUITE.jsonl ANSWERS.jsonl
+Usage: python research/score_chat.py SUITE.jsonl ANSWERS.jsonl
 
 One line per answer: the case, right or wrong, TTFT with its draft and target parts, the draft's
 peak memory, how the run fit and which files it kept first; then the answer beside what was
@@ -9,13 +9,13 @@ expected, and the count right.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from engine.eval.metrics import is_correct  # noqa: E402
-from engine.eval.suite import load_suite  # noqa: E402
+from engine.eval.metrics import is_correct
+from engine.eval.suite import load_suite
 
 
 def main(suite_path: str, answers_path: str) -> int:
@@ -34,5 +34,13 @@ def main(suite_path: str, answers_path: str) -> int:
     return 0
 
 
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suite", help="the suite the answers were asked from (SUITE.jsonl)")
+    parser.add_argument("answers", help="`specprefill chat --json` output, one JSON object a line (ANSWERS.jsonl)")
+    args = parser.parse_args(argv)
+    return main(args.suite, args.answers)
+
+
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    sys.exit(cli())

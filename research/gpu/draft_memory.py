@@ -1,7 +1,7 @@
 """The draft's accelerator memory and scoring time on a CUDA GPU, for the default draft's architecture.
 
-The default draft's GGUF (and its 2.5 GB safetensors copy) cannot travel to a lent GPU machine
-(64 MiB a call), so this builds the same architecture from its config (`draft-config.json`, the
+The GPU machine measured (an H200, draft-memory-h200.json) had no network and took 64 MiB of files in,
+too little for the default draft's GGUF or its 2.5 GB safetensors copy, so this builds the same architecture from its config (`draft-config.json`, the
 dequantized copy's config.json) with random weights, saves it as a model folder, and loads it the
 way the app does (`load_draft_model` on `pick_device("cuda")`: bf16 where supported). Memory and time
 depend on the architecture, the precision and the prompt's length, not on the weights' values. The
@@ -11,7 +11,7 @@ Per prompt length and draft window it reports the allocator's peak (allocated an
 weights alone, the GPU's used memory (nvidia-smi) idle, with the CUDA context and after each run, the
 engine's own prediction (`draft_scoring_need`, what the app checks free memory against) and the
 scoring time of each of --repeats passes (after a warm-up pass).
-Usage: python draft_memory.py [--lengths 4096,8192,16384,32000] [--windows 4096,0] [--repeats 3] [--json OUT]
+Usage: python research/gpu/draft_memory.py [--lengths 4096,8192,16384,32000] [--windows 4096,0] [--repeats 3] [--json OUT]
 """
 
 from __future__ import annotations
@@ -20,29 +20,22 @@ import argparse
 import gc
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
-
-from engine.core.settings import RunSettings  # noqa: E402
-from engine.draft.loader import load_draft_model, pick_device  # noqa: E402
-from engine.draft.memory import draft_scoring_need  # noqa: E402
-from engine.draft.scorer import ATTN_IMPL, DraftScorer, ScoringParams  # noqa: E402
+from engine.core.settings import RunSettings
 
 CONFIG = Path(__file__).with_name("draft-config.json")
 QUESTION_ROWS = 48  # about a question and the assistant header: the rows scored with the question
 MIB = 1 << 20
 
 
-def save_random_draft(config_path: Path, folder: Path, dtype: torch.dtype) -> None:
+def save_random_draft(config_path: Path, folder: Path, dtype) -> None:
     """The draft's architecture with random weights, as a model folder load_draft_model reads."""
+    import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.from_pretrained(config_path)
@@ -54,7 +47,7 @@ def save_random_draft(config_path: Path, folder: Path, dtype: torch.dtype) -> No
 
 
 def gpu_used_mib() -> float | None:
-    """The GPU's used memory as nvidia-smi counts it (CUDA contexts included). A lent machine runs
+    """The GPU's used memory as nvidia-smi counts it (CUDA contexts included). The machine measured ran
     nothing else, so the change from before this process touched CUDA is this process's."""
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
@@ -64,9 +57,13 @@ def gpu_used_mib() -> float | None:
         return None
 
 
-def measure(scorer: DraftScorer, config, n_prompt: int, window: int, settings: RunSettings,
-            repeats: int = 1) -> dict:
+def measure(scorer, config, n_prompt: int, window: int, settings: RunSettings, repeats: int = 1) -> dict:
     """Scores random tokens `repeats` times: each pass's time, and the peak memory of the last."""
+    import torch
+
+    from engine.draft.memory import draft_scoring_need
+    from engine.draft.scorer import ScoringParams
+
     tokens = np.random.default_rng(n_prompt).integers(0, config.vocab_size, n_prompt).tolist()
     params = ScoringParams(settings.lookahead, settings.kernel, window, settings.first_scored_layer, QUESTION_ROWS)
     seconds = []
@@ -101,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=CONFIG)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+
+    import torch
+
+    from engine.draft.loader import load_draft_model, pick_device
+    from engine.draft.scorer import ATTN_IMPL, DraftScorer
+
     idle_mib = gpu_used_mib()
     device = pick_device("cuda")
     torch.zeros(1, device=device.device)  # the context exists from here on

@@ -1,24 +1,20 @@
 """Bytes the target sends over RPC on loopback: at load (its workers' weights), per prefilled
 token and per decoded token, with the time each took; over the workers given on the command line.
 
-python resources/reports/rpc/transfer_probe.py 127.0.0.1:50052,127.0.0.1:50053 [TOKENS[,TOKENS...]]
+python research/rpc/transfer_probe.py 127.0.0.1:50052,127.0.0.1:50053 [TOKENS[,TOKENS...]]
 Loopback counts each byte once as sent: the figures are the `lo` interface's tx bytes.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from engine.core.endpoints import parse_endpoints
-from engine.llama.native import LlamaModel
-from engine.llama.rpc.host import HostSpec
-from engine.llama.rpc.proxies import RemoteContext, open_remote_target
-from engine.llama.runtime import TargetRuntime
-from engine.models import defaults as models
+from engine.core.resources import resource_path
 
 
 def lo_tx_bytes() -> int:
@@ -35,7 +31,7 @@ def measured(fn):
     return value, lo_tx_bytes() - before, time.perf_counter() - started
 
 
-def prefill_figures(runtime: TargetRuntime, tokens: np.ndarray) -> dict:
+def prefill_figures(runtime, tokens: np.ndarray) -> dict:
     positions = np.arange(len(tokens), dtype=np.int32)
     logits, sent, seconds = measured(lambda: runtime.prefill(tokens, positions))
     steps = 8
@@ -44,8 +40,15 @@ def prefill_figures(runtime: TargetRuntime, tokens: np.ndarray) -> dict:
             "decode_bytes_per_token": decode_sent / steps, "decode_s_per_token": round(decode_s / steps, 3)}
 
 
-def open_target(workers: str, n_ctx: int) -> TargetRuntime:
+def open_target(workers: str, n_ctx: int):
     """The default target alone (no draft: only the target talks to the workers), split by free memory."""
+    from engine.core.endpoints import parse_endpoints
+    from engine.llama.native import LlamaModel
+    from engine.llama.rpc.host import HostSpec
+    from engine.llama.rpc.proxies import RemoteContext, open_remote_target
+    from engine.llama.runtime import TargetRuntime
+    from engine.models import defaults as models
+
     endpoints = parse_endpoints(workers)
     path = models.require_verified(models.TARGET)
     model = open_remote_target(HostSpec(path, LlamaModel(path).attention_dims()[0], tuple(map(str, endpoints))),
@@ -53,10 +56,10 @@ def open_target(workers: str, n_ctx: int) -> TargetRuntime:
     return TargetRuntime(model, RemoteContext(model, n_ctx=n_ctx, n_batch=512, n_threads=2, flash_attn="off"))
 
 
-def main(workers: str, lengths: list[int]) -> None:
+def main(workers: str, lengths: list[int], text_path: Path) -> None:
     runtime, load_bytes, load_s = measured(lambda: open_target(workers, max(lengths) + 64))
     try:
-        text = open("resources/samples/docs/SOURCES.md").read() * 40
+        text = text_path.read_text(encoding="utf-8") * 40
         ids = np.array(runtime.model.tokenize(text, parse_special=False), np.int32)
         split = runtime.model.host.info.split
         print(json.dumps({
@@ -69,5 +72,16 @@ def main(workers: str, lengths: list[int]) -> None:
         runtime.close()
 
 
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workers", help="the RPC workers, HOST:PORT[,HOST:PORT...]")
+    parser.add_argument("lengths", nargs="?", default="1024", help="prefill lengths in tokens, comma-separated")
+    parser.add_argument("--text", type=Path, default=resource_path("samples", "docs", "SOURCES.md"),
+                        help="the text prefilled (repeated 40 times)")
+    args = parser.parse_args(argv)
+    main(args.workers, [int(n) for n in args.lengths.split(",")], args.text)
+    return 0
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], [int(n) for n in (sys.argv[2] if len(sys.argv) > 2 else "1024").split(",")])
+    raise SystemExit(cli())

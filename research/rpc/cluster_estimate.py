@@ -1,7 +1,7 @@
 """On paper: TTFT at 16K tokens for a 70B Q4 target over three 32 GB machines on 1 Gb/s, with and
 without SpecPrefill, from what was measured here on the 1.5B target.
 
-python resources/reports/rpc/cluster_estimate.py BENCH_LOCAL.json BENCH_16K.json TRANSFER_PROBE.json
+python research/rpc/cluster_estimate.py BENCH_LOCAL.json BENCH_16K.json TRANSFER_PROBE.json
 
 - Compute: a full prefill's time on this CPU fitted as b·n + c·n² (8K from BENCH_LOCAL, 16K from
   BENCH_16K's cold full prefill), then scaled to the 70B: the linear term by non-embedding
@@ -16,8 +16,8 @@ python resources/reports/rpc/cluster_estimate.py BENCH_LOCAL.json BENCH_16K.json
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 LINK_BYTES_S = 1e9 / 8  # 1 Gb/s
 KEEP = 0.2
@@ -73,5 +73,15 @@ def main(bench_local: str, bench_16k: str, probe: str) -> None:
     print(json.dumps(figures, indent=2))
 
 
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bench_local", help="`specprefill bench --json` with 4K and 8K rows (bench-local.json)")
+    parser.add_argument("bench_16k", help="`specprefill bench --sessions --json` at 16K (bench-sessions-mpfi-16k.json)")
+    parser.add_argument("probe", help="transfer_probe.py's output (transfer-probe.json)")
+    args = parser.parse_args(argv)
+    main(args.bench_local, args.bench_16k, args.probe)
+    return 0
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    raise SystemExit(cli())

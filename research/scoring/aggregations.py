@@ -3,7 +3,7 @@ whether the answer's text (or each summary key point) would be kept.
 
 Input: the rows of `keep-auto-probe.py OUT.jsonl --heads DIR` (evidence chunks, protected chunks,
 kinds) and DIR/ID.npz (per step, layer*head and chunk: means and maxima of the smoothed rows).
-Usage: python aggregations.py OUT.jsonl DIR [--json RESULT.json]
+Usage: python research/scoring/aggregations.py ROWS.jsonl DIR [--json RESULT.json]
 
 A place where an answer occurs counts as kept when at least half of its chunks are kept (the probe
 asks for half of its tokens); a point counts when one of its places is; a case scores the share of
@@ -13,9 +13,9 @@ free chunks by score, ceil(keep * n_chunks) in all.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -193,19 +193,23 @@ def print_table(result, counts, paired):
         print(name.ljust(20) + "".join(c.ljust(20) for c in cells) + versus)
 
 
-def print_and_save(evaluated, argv):
-    """Print evaluate()'s result as a table, and write it as JSON where argv has --json PATH."""
+def print_and_save(evaluated, json_path: Path | None):
+    """Print evaluate()'s result as a table, and write it as JSON to json_path where given."""
     result, counts, paired = evaluated
     print_table(result, counts, paired)
-    if "--json" in argv:
-        Path(argv[argv.index("--json") + 1]).write_text(
-            json.dumps({"cases": counts, "kept": result, "above_below_reference": paired}, indent=1))
+    if json_path is not None:
+        json_path.write_text(json.dumps({"cases": counts, "kept": result, "above_below_reference": paired}, indent=1))
 
 
-def main(argv):
-    rows_path, heads_dir = Path(argv[0]), Path(argv[1])
-    print_and_save(evaluate(add_document_priors(list(load_cases(rows_path, heads_dir)))), argv)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rows", type=Path, help="`keep-auto-probe.py OUT.jsonl --heads DIR`'s rows")
+    parser.add_argument("heads_dir", type=Path, metavar="DIR", help="its DIR/ID.npz")
+    parser.add_argument("--json", type=Path, metavar="RESULT.json")
+    args = parser.parse_args(argv)
+    print_and_save(evaluate(add_document_priors(list(load_cases(args.rows, args.heads_dir)))), args.json)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    raise SystemExit(main())
