@@ -21,7 +21,7 @@ ifeq ($(filter $(GPU),cpu cuda),)
 $(error GPU=$(GPU): use GPU=cpu (the default) or GPU=cuda)
 endif
 
-.PHONY: preflight setup run test test-fast demo dist lint-imports clean-venv
+.PHONY: preflight setup run test test-fast demo dist lint lint-imports docs clean-venv
 
 # What setup needs (compilers, patch, cmake, disk space...), with the package that provides each.
 preflight:
@@ -58,7 +58,16 @@ dist: setup
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports
 
-test: setup lint-imports
+# ruff's rules and line length are in pyproject.toml; `ruff format` and `ruff check --fix` apply them.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# The docs site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or a missing page.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+test: setup lint lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
 
 # The unit tests on tiny fixtures, without the ones that start processes: under 2 minutes, for a

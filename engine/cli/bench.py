@@ -20,9 +20,11 @@ from engine.ingest import load_document
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("bench", help="TTFT of full prefill vs SpecPrefill at several prompt lengths")
-    p.add_argument("--doc", type=path_arg, required=True)
-    p.add_argument("--lengths", type=int_list, default=[2048, 4096, 8192])
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--doc", type=path_arg, required=True,
+                   help="the document whose text is cut to each length (a PDF, a text file or a code folder)")
+    p.add_argument("--lengths", type=int_list, default=[2048, 4096, 8192],
+                   help="prompt lengths in tokens, comma-separated (default 2048,4096,8192)")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--plot", type=path_arg, help="write a PNG of TTFT vs length")
     p.add_argument("--respect-threshold", action="store_true",
                    help="bypass SpecPrefill below --min-tokens, to measure the bypass cost")

@@ -17,7 +17,7 @@ MB, GB = 1e6, 1e9
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("cache", help="list or clear the documents' saved prefix states")
-    p.add_argument("action", choices=("list", "clear"))
+    p.add_argument("action", choices=("list", "clear"), help="list the saved states, or remove them all")
     p.add_argument("--json", action="store_true", help="list: one JSON object with every state and the totals")
     add_settings_options(p, ModelSettings, only=("state_cache_gb",))
     p.set_defaults(command=command)

@@ -18,8 +18,10 @@ from engine.ingest import load_document
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("calibrate", help="measure this machine's draft and target speed; store a cost model")
     p.add_argument("--doc", type=path_arg, default=None, help="text to time on (default: a bundled sample)")
-    p.add_argument("--lengths", type=int_list, default=list(DEFAULT_LENGTHS))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--lengths", type=int_list, default=list(DEFAULT_LENGTHS),
+                   help="prompt lengths in tokens to time, comma-separated (default "
+                        + ",".join(map(str, DEFAULT_LENGTHS)) + ")")
+    p.add_argument("--json", action="store_true", help="print the stored cost model and its path as one JSON object")
     add_model_options(p)
     p.set_defaults(command=command)
     return p

@@ -27,7 +27,8 @@ from engine.pipeline import SESSION_MODES, DocumentSession
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("chat", help="ask several questions about one document, reusing its cached prefix")
-    p.add_argument("--doc", type=path_arg, required=True)
+    p.add_argument("--doc", type=path_arg, required=True,
+                   help="the document every question is about (a PDF, a text file or a code folder)")
     p.add_argument("--question", action="append", default=[],
                    help="a question (repeat for more); without it, one question per line on stdin")
     p.add_argument("--mode", choices=SESSION_MODES, default="auto",

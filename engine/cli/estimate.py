@@ -13,9 +13,9 @@ from engine.pipeline import costmodel
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("estimate", help="predict baseline and SpecPrefill TTFT from the calibration")
-    p.add_argument("--tokens", type=int, required=True)
+    p.add_argument("--tokens", type=int, required=True, help="the prompt length in tokens to predict for")
     add_settings_options(p, RunSettings, only=("keep", "draft_window", "max_new_tokens", "lookahead"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the prediction as one JSON object")
     p.set_defaults(command=command)
     return p
 

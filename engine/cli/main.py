@@ -37,8 +37,10 @@ REMEDIES: tuple[tuple[type[Exception], str], ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="specprefill", description="Speculative Prefill for long documents")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    parser.add_argument("--version", action="version", version=f"specprefill {app_version()}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log what the engine does, and print the traceback of an internal error")
+    parser.add_argument("--version", action="version", version=f"specprefill {app_version()}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=OneLineParser)
     for verb in VERBS:
         verb.add_parser(sub)

@@ -21,7 +21,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--rehash", action="store_true", help="re-hash the files instead of trusting the stamp")
     p.add_argument("--prepare", action="store_true",
                    help="assemble missing or corrupt defaults and cache the dequantized draft (setup runs this)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the models and their status as one JSON object")
     p.set_defaults(command=command)
     return p
 

@@ -28,7 +28,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                               "one distinct fact per depth")
     p.add_argument("--doc", type=path_arg, action="append", required=True,
                    help="a real document for the haystack (repeat: they are joined in order)")
-    p.add_argument("--lengths", type=int_list, default=[49152])
+    p.add_argument("--lengths", type=int_list, default=[49152],
+                   help="haystack lengths in tokens, comma-separated (default 49152)")
     p.add_argument("--depths", type=_depths, default=list(DEPTHS),
                    help="percent of the text; each depth gets its own fact (the nearest of 10,30,50,70,90's)")
     p.add_argument("--mode", choices=("spec", "both", "baseline"), default="spec",
@@ -40,7 +41,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="put every depth's fact in one haystack and ask them one after another in one session, "
                         "as follow-up questions (the other facts are distractors; follow-ups reuse the caches, "
                         "and each row's served_by says how; a long haystack wants --draft-cache-gb 3)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     add_run_options(p)
     add_model_options(p)
     p.set_defaults(command=command, max_new_tokens=32)

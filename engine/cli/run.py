@@ -17,9 +17,10 @@ from engine.ingest import load_document
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("run", help="answer a question about a document, with and/or without SpecPrefill")
-    p.add_argument("--doc", type=path_arg, required=True)
-    p.add_argument("--question", required=True)
-    p.add_argument("--mode", choices=RUN_MODES, default="both")
+    p.add_argument("--doc", type=path_arg, required=True, help="a PDF, a text file or a code folder")
+    p.add_argument("--question", required=True, help="the question to answer about the document")
+    p.add_argument("--mode", choices=RUN_MODES, default="both",
+                   help="baseline: full prefill; spec: SpecPrefill; both: one after the other, compared (default)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_run_options(p)
     add_model_options(p)

@@ -7,7 +7,7 @@ The JSON keeps the field names reports have always had (checks outside this repo
 them). Fields added since appear only when they say something: `status` and `error` on a
 case that failed, `n_errors` in a summary that left failed cases out; and for a suite run
 with `--reuse-cache`, `served_by` on each run, `n_cached` and the cached_mean_* timings in
-its summaries, `reuse_cache` in its environment. Every run since #11 carries how its document
+its summaries, `reuse_cache` in its environment. Every run carries how its document
 fit the target's window (`document_tokens`, `fit`, `seen_fraction`); a run recorded before
 reads as one that fit. So a report written before them reads back, and writes out, unchanged.
 A field typed as a number or a flag that holds anything else (text, say) is refused with a
@@ -120,7 +120,7 @@ def fit_tally(results: Sequence[RunResult]) -> str:
 
 def without_unknown_fit(data: dict, document_tokens: int, fields: Sequence[str] = FIT_FIELDS) -> dict:
     """`data` less the fit fields when they were never measured (document_tokens 0: a record written
-    before #11), so an old report writes out as it was read."""
+    before long documents were fitted), so an old report writes out as it was read."""
     if document_tokens:
         return data
     return {name: value for name, value in data.items() if name not in fields}

@@ -1,4 +1,4 @@
-"""#11 on the real default models: a document longer than the target's window (a 512-token window here,
+"""On the real default models: a document longer than the target's window (a 512-token window here,
 so the prompt stays short), the full prefill cut and labelled, SpecPrefill fitting it by selection, and
 the real draft reading it in segments (its trained window lowered for the test)."""
 

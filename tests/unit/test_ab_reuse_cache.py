@@ -108,7 +108,7 @@ def test_without_the_flag_every_run_is_one_shot_and_the_json_is_unchanged(engine
     runs = [run for case in data["cases"] for run in [case["baseline"], *case["spec"].values()]]
     assert runs and not any("served_by" in run for run in runs)
     baseline, spec = data["summary"]["baseline"], data["summary"]["spec"][KEEPS[0]]
-    # No session fields; the accuracy's 95% interval (#14) is there whenever a case is scored.
+    # No session fields; the accuracy's 95% interval is there whenever a case is scored.
     assert set(baseline) == {"accuracy", "n_scored", "mean_ttft_s", "mean_tokenize_s", "mean_target_prefill_s",
                              "accuracy_low", "accuracy_high"}
     assert set(spec) == set(baseline) | {"agreement", "mean_draft_s", "mean_select_s", "mean_kept_fraction",

@@ -51,7 +51,7 @@ def test_run_json_contract(cli):
 
 @pytest.mark.slow
 def test_run_a_document_longer_than_the_window_json_contract(cli, tmp_path):
-    """#11: `run --mode spec` needs no flag on a document longer than the window; `--mode both` cuts the
+    """`run --mode spec` needs no flag on a document longer than the window; `--mode both` cuts the
     full prefill and labels it; both runs say how much of the document they saw."""
     run, models, _ = cli
     long_doc = tmp_path / "long.txt"

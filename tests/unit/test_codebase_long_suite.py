@@ -1,4 +1,4 @@
-"""The long code-base suite (resources/eval/codebase-long.jsonl, issue #11) is well formed and really long.
+"""The long code-base suite (resources/eval/codebase-long.jsonl) is well formed and really long.
 
 Its folder, structlog 26.1.0's source (~54K target tokens), is longer than the target's 32K window. Each case's
 answer sits in a known file (ANSWER_FILE); at least three of those files lie wholly past the first 32,000 tokens,

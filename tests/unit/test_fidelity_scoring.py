@@ -1,4 +1,4 @@
-"""#14's scoring: key points for summaries, Wilson intervals, `ab --only KIND`, `ab --keep …,auto`."""
+"""The fidelity suite's scoring: key points for summaries, Wilson intervals, `ab --only KIND`, `ab --keep …,auto`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Documents longer than the target's window (#11): fit by selection, the draft in segments, placements."""
+"""Documents longer than the target's window: fit by selection, the draft in segments, placements."""
 
 from __future__ import annotations
 

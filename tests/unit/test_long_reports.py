@@ -1,4 +1,4 @@
-"""Documents longer than the target's window (#11) in the reports: `ab`, `bench`, `run` and `chat`
+"""Documents longer than the target's window in the reports: `ab`, `bench`, `run` and `chat`
 label a run that saw a cut document (truncated) or SpecPrefill's selection of it, and say how much
 of the document it saw. Reports written before these fields still read back unchanged."""
 
@@ -25,7 +25,7 @@ from engine.eval.report import CSV_COLUMNS, FIT_CSV_COLUMNS, render_csv, render_
 from engine.eval.results import AbReport, RunRecord, fit_note, fit_tally, run_notes
 from engine.eval.suite import Case, load_suite
 
-REPORTS = Path(__file__).resolve().parents[2] / "resources" / "reports"
+REPORTS = Path(__file__).resolve().parents[2] / "research"
 # ~1,500 tokens on the tiny pair: three times its 512-token window.
 LONG_TEXT = " ".join(f"Line {i}: the amber key opens door {i * 7}." for i in range(160))
 QUESTION = "Which key opens door 21?"

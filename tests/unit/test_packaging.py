@@ -1,4 +1,4 @@
-"""The wheel built from the repository carries resources/ and runs from anywhere (issue 13, items 2 and 3).
+"""The wheel built from the repository carries resources/ and runs from anywhere.
 
 The wheel is built offline from a copy of the sources (the checkout keeps no build/ folder) and
 installed into a fresh venv whose dependencies come from this venv through a .pth file, so

@@ -771,7 +771,7 @@ def test_without_reuse_cache_the_json_and_csv_keep_their_fields(suite_path):
     data = report.to_json()
     summary = data["summary"]
     assert set(summary) == ONE_SHOT_SUMMARY_KEYS
-    interval = {"accuracy_low", "accuracy_high"}  # #14: there exactly when the group has scored cases
+    interval = {"accuracy_low", "accuracy_high"}  # there exactly when the group has scored cases
     for group in [summary, *summary["by_kind"].values()]:
         for run, keys in [(group["baseline"], ONE_SHOT_BASELINE_SUMMARY_KEYS),
                           *((s, ONE_SHOT_SPEC_SUMMARY_KEYS) for s in group["spec"].values())]:
