@@ -93,7 +93,7 @@ def test_calibrating_shows_progress_and_updates_the_prediction(window, qtbot, lo
     assert window.doc_info.prediction.text() == NOT_CALIBRATED
     window.calibrate_action.trigger()
     assert window.calibration.is_active
-    dialog = window._calibration_dialog
+    dialog = window.calibration_flow.dialog
     assert dialog is not None and dialog.isVisible()
     qtbot.waitUntil(lambda: "draft's scoring of 1,024 tokens" in dialog.labelText(), timeout=3000)
     assert dialog.value() > 0
@@ -105,7 +105,7 @@ def test_calibrating_shows_progress_and_updates_the_prediction(window, qtbot, lo
     dones = [done for done, _, _ in progress_seen]
     assert dones == sorted(dones) and dones[-1] == progress_seen[-1][1]
     assert progress_seen[-1][2] == "fitting the cost model"
-    assert window._calibration_dialog is None
+    assert window.calibration_flow.dialog is None
     assert window.doc_info.prediction.text() == AT_20  # at once: no reload, no recount
     assert window.banner.kind == "info" and "calibrated" in window.banner.text
     assert Path(calibration_path()).is_file()
@@ -117,7 +117,7 @@ def test_cancel_stops_the_calibration_and_stores_nothing(window, qtbot, long_pdf
     monkeypatch.setattr(TimedFakeEngine, "timing_s", 0.5)
     open_counted(window, qtbot, long_pdf)
     window.calibrate_action.trigger()
-    dialog = window._calibration_dialog
+    dialog = window.calibration_flow.dialog
     qtbot.waitUntil(lambda: len(engine_factory.engine.timing_threads) == 1, timeout=3000)  # inside the first timing
     qtbot.mouseClick(cancel_button(dialog), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not window.calibration.is_active, timeout=300)  # the timing's wait saw Cancel
@@ -126,7 +126,7 @@ def test_cancel_stops_the_calibration_and_stores_nothing(window, qtbot, long_pdf
     assert engine_factory.engine.cost_model is None
     assert window.doc_info.prediction.text() == NOT_CALIBRATED
     assert window.statusBar().currentMessage() == "Calibration cancelled: nothing was saved"
-    assert window._calibration_dialog is None and window.calibrate_action.isEnabled()
+    assert window.calibration_flow.dialog is None and window.calibrate_action.isEnabled()
     assert window._why_engine_busy() is None
 
 
@@ -158,7 +158,7 @@ def test_a_failed_calibration_shows_the_error_and_stores_nothing(window, qtbot, 
     assert window.banner.text.startswith("Calibration failed: llama_decode failed")
     assert not Path(calibration_path()).exists()
     assert window.doc_info.prediction.text() == NOT_CALIBRATED
-    assert window._calibration_dialog is None and window.calibrate_action.isEnabled()
+    assert window.calibration_flow.dialog is None and window.calibrate_action.isEnabled()
 
 
 def test_nothing_to_calibrate_until_the_models_are_loaded(make_window, qtbot, fake_config):

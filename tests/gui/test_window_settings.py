@@ -44,14 +44,14 @@ def test_first_load_shows_a_progress_dialog_and_never_freezes(make_window, qtbot
     timer.start()
     ticks.append(time.monotonic())  # building and starting the window must not block either
     window = make_window(wait_ready=False)
-    dialog = window._load_dialog
+    dialog = window.engine_flow.dialog
     assert dialog is not None and dialog.isVisible()
     assert window.engine_status.models.text() == "Models: loading…"
     assert not window.controls.compare_button.isEnabled()
     qtbot.waitUntil(lambda: "verifying fake models" in dialog.labelText(), timeout=2000)
     qtbot.waitUntil(lambda: window.host.is_ready, timeout=3000)
     timer.stop()
-    assert window._load_dialog is None
+    assert window.engine_flow.dialog is None
     qtbot.waitUntil(lambda: not window.findChildren(ModelLoadDialog), timeout=1000)  # closed and deleted
     assert len(ticks) >= 40
     assert max(b - a for a, b in zip(ticks, ticks[1:])) < 0.5
@@ -62,7 +62,7 @@ def test_cancelling_the_load_leaves_a_usable_window_and_reload_works(make_window
     window = make_window(wait_ready=False)
     qtbot.waitUntil(lambda: window.host.is_loading, timeout=1000)
     started = time.monotonic()
-    cancel_button = next(b for b in window._load_dialog.findChildren(QPushButton) if b.text() == "Cancel")
+    cancel_button = next(b for b in window.engine_flow.dialog.findChildren(QPushButton) if b.text() == "Cancel")
     cancel_button.click()
     qtbot.waitUntil(lambda: not window.host.is_loading, timeout=1000)
     assert time.monotonic() - started < 1.0
