@@ -98,9 +98,6 @@ class CostModel:
         n_segments = 1 if not pass_tokens or n_tokens <= pass_tokens else math.ceil(n_tokens / pass_tokens)
         return n_segments * self.draft_time(math.ceil(n_tokens / n_segments), window)
 
-    def spec_ttft(self, n_tokens: int, keep: float, window: int = 0) -> float:
-        return self.draft_time(n_tokens, window) + self.target_prefill(self.kept_tokens(n_tokens, keep))
-
     def estimate(self, n_tokens: int, keep: float, window: int = 0, budget: int | None = None,
                  pass_tokens: int | None = None) -> dict:
         """Predicted TTFTs. `budget`: tokens the target's window takes (a longer prompt is cut for the

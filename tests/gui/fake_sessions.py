@@ -30,7 +30,7 @@ BACKGROUND_LETGO_S = 2.0  # how long a foreground run waits for the background t
 
 
 def for_run(run: str, settings: RunSettings, compare: bool) -> RunSettings:
-    """As Engine._for_run: a compare's full prefill of a too-long document is cut to fit, not refused."""
+    """As engine.pipeline.request.for_run: a compare's full prefill of a too-long document is cut, not refused."""
     return replace(settings, truncate=True) if compare and run == "baseline" else settings
 
 

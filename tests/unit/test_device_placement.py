@@ -18,15 +18,16 @@ import torch
 from engine.cli.main import main as cli_main
 from engine.core import memory
 from engine.core.errors import InsufficientMemoryError, ModelError
+from engine.core.events import RunFinished
 from engine.core.formatting import format_bytes
 from engine.core.memory import MemoryNeed, available_bytes, needs_by_device, require_all_fit
-from engine.core.events import RunFinished
 from engine.core.settings import ModelSettings, RunSettings, option_of
 from engine.draft.loader import DraftDevice, load_draft_model, pick_device
 from engine.draft.scorer import ATTN_IMPL
 from engine.llama.memory import load_needs
 from engine.llama.native import LlamaModel, build_info
-from engine.pipeline import Engine, diagnostics, engine as engine_module
+from engine.pipeline import Engine, diagnostics
+from engine.pipeline import engine_open as engine_module
 from engine.pipeline.peak_memory import PeakMemory, held_bytes
 from engine.pipeline.placement import ALL_LAYERS, NO_OFFLOAD, gpu_backend, place_target
 
