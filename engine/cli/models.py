@@ -1,4 +1,5 @@
-"""`specprefill models`: the default models' paths, sizes, hash status and restore-position support."""
+"""`specprefill models`: the default models' paths, sizes, hash status and restore-position support;
+with --discover, the GGUF models already on this machine (LM Studio, Ollama, Hugging Face, folders)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import json
 
 from engine.cli.loading import ctrl_c_interrupts, print_progress
 from engine.core.cancel import CancelToken
+from engine.core.formatting import format_bytes
 from engine.core.settings import ModelSettings
 from engine.models import defaults
+from engine.models.discover import DiscoveredModel, Discovery, discover
+from engine.models.discover_sources import MODEL_DIRS_ENV
 from engine.pipeline.diagnostics import probe_restore_support
 from engine.pipeline.prepare import prepare_models
 
@@ -22,11 +26,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--prepare", action="store_true",
                    help="assemble missing or corrupt defaults and cache the dequantized draft (setup runs this)")
     p.add_argument("--json", action="store_true", help="print the models and their status as one JSON object")
+    p.add_argument("--discover", action="store_true",
+                   help="list the GGUF models already on this machine (this app's cache, LM Studio, Ollama, the "
+                        "Hugging Face cache and the --discover-dir folders) with what their headers say; read-only. "
+                        "--target and --draft accept the names it lists")
+    p.add_argument("--discover-dir", action="append", default=[], metavar="DIR",
+                   help=f"another folder to look for GGUF files in with --discover (repeatable; "
+                        f"{MODEL_DIRS_ENV} lists more, separated like PATH)")
     p.set_defaults(command=command)
     return p
 
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    if args.discover:
+        return show_discovery(discover(tuple(args.discover_dir)), as_json=args.json)
     with ctrl_c_interrupts():
         if args.assemble:
             for spec in defaults.DEFAULTS:
@@ -46,4 +59,28 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         print(f"{s.role:6}  {s.name}\n        path: {s.path}\n        size: {s.size_bytes:,} bytes\n"
               f"        hash: {'verified' if s.verified else 'NOT verified'} ({s.detail})")
     print(f"runtime: restore positions {RESTORE_LABEL[restore]}")
+    return 0
+
+
+def describe_found(model: DiscoveredModel) -> str:
+    """"qwen2 1.5B Q4_K_M, 32,768-token context, 1.0 GB" or "unreadable: not a GGUF file (bad magic)"."""
+    if model.facts is None:
+        return f"unreadable: {model.error}"
+    f = model.facts
+    context = f"{f.context_length:,}-token context" if f.context_length else "context unknown"
+    parts = [f.architecture or "unknown architecture", f.size_label, f.quantization or "quantization unknown"]
+    return f"{' '.join(parts)}, {context}, {format_bytes(model.size_bytes)}"
+
+
+def show_discovery(found: Discovery, *, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(found.to_json(), indent=2))
+        return 0
+    for model in found.models:
+        print(f"{model.name}  [{model.source}]\n        {describe_found(model)}\n        id:   {model.ident}\n"
+              f"        path: {model.path}")
+    print(f"{len(found.models)} model(s) found in:")
+    for source in found.sources:
+        state = f"{source.models} model(s)" if source.exists else "not there"
+        print(f"  {source.kind:12} {source.root} ({state}{', walk stopped early' if source.truncated else ''})")
     return 0

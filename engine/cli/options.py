@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.core.errors import SettingsError
 from engine.core.settings import SESSION_ONLY_SETTINGS, ModelSettings, Option, RunSettings, describe, options, value_type
+from engine.models.resolve import resolve_model
 
 EXIT_USAGE = 2
 
@@ -102,7 +103,12 @@ def settings_from(args: argparse.Namespace, cls: type, **overrides: Any):
 
 
 def model_settings_from(args: argparse.Namespace) -> ModelSettings:
-    return settings_from(args, ModelSettings)
+    """--target and --draft take a path or a name `models --discover` lists (looked up only when no such path exists)."""
+    settings = settings_from(args, ModelSettings)
+    for name in ("target_path", "draft_path"):
+        if getattr(settings, name) is not None:
+            setattr(settings, name, resolve_model(getattr(settings, name)))
+    return settings
 
 
 def run_settings_from(args: argparse.Namespace, **overrides: Any) -> RunSettings:

@@ -26,6 +26,7 @@ from engine.llama.runtime import TargetRuntime
 from engine.models import defaults
 from engine.pipeline import costmodel
 from engine.pipeline.placement import TargetPlacement, place_target
+from engine.pipeline.vocab_check import compare_files
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,17 @@ def check_model(spec: defaults.ModelSpec, custom: Path | None) -> Check:
     return Check(spec.role, f"{spec.name} at {status.path} ({status.detail}{size})", status.verified)
 
 
+def check_vocab(target: Path | None, draft: Path | None) -> Check:
+    """Which vocabulary verdict applies (identical, compatible or different); read from the files' headers."""
+    if target is None or draft is None:
+        return Check("vocabulary", "not compared (a model is missing or unverified)")
+    try:
+        match = compare_files(target, draft)
+    except ModelError as exc:
+        return Check("vocabulary", f"not compared: {exc}", ok=False)
+    return Check("vocabulary", match.describe(), ok=match.verdict != "different")
+
+
 def check_calibration() -> Check:
     try:
         model = costmodel.load()
@@ -182,6 +194,7 @@ def diagnose(settings: ModelSettings | None = None) -> list[Check]:
     settings = settings or ModelSettings()
     models = [check_model(defaults.TARGET, settings.target_path), check_model(defaults.DRAFT, settings.draft_path)]
     target = (settings.target_path or defaults.TARGET.path) if models[0].ok else None
+    draft = (settings.draft_path or defaults.DRAFT.path) if models[1].ok else None
     return [check_python(), check_torch(settings), check_llama(target, draft_device_type(settings), settings.flash_attn),
             check_cpu_path(),
-            check_backends(settings), *models, check_calibration()]
+            check_backends(settings), *models, check_vocab(target, draft), check_calibration()]

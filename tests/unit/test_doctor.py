@@ -13,7 +13,8 @@ from engine.core.about import app_version
 from tests.fixtures.tiny_gguf import write_tiny_pair
 
 ROOT = Path(__file__).resolve().parents[2]
-LINES = ("python:", "torch:", "llama.cpp:", "cpu:", "backends:", "target:", "draft:", "calibration:")
+LINES = ("python:", "torch:", "llama.cpp:", "cpu:", "backends:", "target:", "draft:", "vocabulary:",
+         "calibration:")
 
 
 def run(args: list[str], cache: Path) -> subprocess.CompletedProcess:
