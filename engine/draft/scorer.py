@@ -235,6 +235,15 @@ class DraftScorer:
     def n_layers(self) -> int:
         return len(self.model.model.layers)
 
+    def _check_token_ids(self, tokens: list[int]) -> None:
+        """A draft whose vocabulary is compatible but shorter than the target's (the target adds
+        special tokens past its end) cannot embed those ids: refuse with the id, not an IndexError."""
+        rows = self.model.get_input_embeddings().num_embeddings
+        top = max(tokens)
+        if top >= rows:
+            raise ValueError(f"the prompt holds token id {top}, past the draft's vocabulary of {rows:,} tokens; "
+                             "use a draft with the target's full vocabulary")
+
     def score(self, tokens: list[int], params: ScoringParams = ScoringParams(),
               cancel: CancelToken = NEVER) -> ScoreResult:
         return run_to_end(self.iter_score(tokens, params, cancel))
@@ -255,6 +264,7 @@ class DraftScorer:
         if params.lookahead < 1:  # zero steps would average nothing: every score NaN
             raise ValueError(f"lookahead must be at least 1, got {params.lookahead}")
         self.check_first_layer(params.first_layer)
+        self._check_token_ids(tokens)
         window = params.window
         if prefix is not None and not prefix.fits(tokens, window):
             prefix = None

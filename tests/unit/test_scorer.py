@@ -201,3 +201,12 @@ def test_cancel_stops_prefill():
         for done, _total in steps:
             progress(done, _total)
     assert calls == [8]  # stopped at the next layer after the first chunk
+
+
+def test_a_token_past_the_drafts_vocabulary_is_refused_by_id():
+    """A compatible draft may be shorter than the target; an id past its end is named, not an IndexError."""
+    model = tiny_qwen2()
+    rows = model.get_input_embeddings().num_embeddings
+    scorer = DraftScorer(model, eos_ids=set())
+    with pytest.raises(ValueError, match=f"token id {rows}, past the draft's vocabulary"):
+        scorer.score([1, 2, 3, rows], ScoringParams(lookahead=1, kernel=3))
