@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 
-from engine.cli import ab, bench, cache, calibrate, chat, doctor, estimate, models, needles, run, worker
+from engine.cli import ab, bench, cache, calibrate, chat, doctor, estimate, models, needles, run, serve, worker
 from engine.cli.loading import install_ctrl_c
 from engine.cli.options import EXIT_USAGE, OneLineParser
 from engine.core.about import app_version
@@ -23,7 +23,7 @@ from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsEr
 EXIT_INTERNAL = 1
 EXIT_CANCELLED = 130
 EXIT_READER_GONE = 141  # 128 + SIGPIPE, what a shell tool ends with in `| head`
-VERBS = (run, chat, cache, models, doctor, bench, calibrate, estimate, ab, needles, worker)
+VERBS = (run, chat, serve, cache, models, doctor, bench, calibrate, estimate, ab, needles, worker)
 
 # The remedy each error type gets on this command line, most specific type first.
 REMEDIES: tuple[tuple[type[Exception], str], ...] = (

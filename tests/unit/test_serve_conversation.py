@@ -1,0 +1,62 @@
+"""How `serve` reads a conversation: the document, the question and the system turn (the rule in
+engine/serve/conversation.py), and the stop-sequence scanner."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.serve.conversation import LONG_MESSAGE_CHARS, conversation_of, parse_messages
+from engine.serve.errors import ApiError
+from engine.serve.replies import StopScanner
+
+DOC = "Chapter one. " * (LONG_MESSAGE_CHARS // 10)
+
+
+def read(*messages: tuple[str, str]):
+    return conversation_of(parse_messages([{"role": r, "content": c} for r, c in messages]))
+
+
+def test_the_first_user_message_holds_the_document_and_its_last_paragraph_is_the_question():
+    c = read(("user", f"{DOC}\n\nWhat is chapter one?"))
+    assert c.document == DOC and c.question == "What is chapter one?" and c.system_prompt is None
+
+
+def test_every_turn_of_one_conversation_has_the_same_document():
+    first = read(("system", "Be brief."), ("user", f"{DOC}\n\nQ1?"))
+    later = read(("system", "Be brief."), ("user", f"{DOC}\n\nQ1?"), ("assistant", "A1."), ("user", "Q2?"))
+    assert first.document == later.document == DOC
+    assert first.system_prompt == later.system_prompt == "Be brief."
+    assert later.question == "User: Q1?\n\nAssistant: A1.\n\nUser: Q2?"
+
+
+def test_a_long_system_message_is_the_document():
+    c = read(("system", DOC), ("user", "Summarize it."))
+    assert c.document == DOC.strip() and c.question == "Summarize it." and c.system_prompt is None
+
+
+def test_a_short_message_has_no_document():
+    assert read(("user", "Hello\n\nthere")).document == ""
+    assert read(("user", "x" * (2 * LONG_MESSAGE_CHARS))).question == "x" * (2 * LONG_MESSAGE_CHARS)
+
+
+def test_text_parts_are_joined():
+    messages = parse_messages([{"role": "user", "content": [{"type": "text", "text": "a"},
+                                                            {"type": "text", "text": "b"}]}])
+    assert messages[0].text == "a\nb"
+
+
+@pytest.mark.parametrize("raw", [[], [{"role": "assistant", "content": "x"}], [{"role": "user", "content": " "}],
+                                 [{"role": "tool", "content": "x"}], ["text"],
+                                 [{"role": "user", "content": 3}]])
+def test_conversations_the_engine_cannot_answer_are_refused(raw):
+    with pytest.raises(ApiError) as error:
+        parse_messages(raw)
+    assert error.value.status == 400
+
+
+def test_a_stop_sequence_split_over_pieces_is_found_and_held_back():
+    scanner = StopScanner(("STOP",))
+    assert [scanner.feed(p) for p in ("go ", "ST", "OP", " more")] == ["go ", "", "", ""]
+    assert scanner.stopped and scanner.flush() == ""
+    scanner = StopScanner(("STOP",))
+    assert scanner.feed("a ST") == "a " and scanner.feed("ar") == "STar" and scanner.flush() == ""
