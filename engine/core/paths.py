@@ -27,5 +27,10 @@ def state_cache_dir() -> Path:
     return cache_dir() / "states"
 
 
+def shapes_dir() -> Path:
+    """Random-weight GGUFs with a real model's shape, for `bench --target-shape` (engine.models.shapes)."""
+    return cache_dir() / "shapes"
+
+
 def calibration_path() -> Path:
     return cache_dir() / "calibration.json"
