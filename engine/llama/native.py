@@ -19,6 +19,7 @@ import numpy as np
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import ModelError, RuntimeFailure
 from engine.llama import cpu_backend
+from engine.llama.builtin_template import architecture, builtin_template_name
 
 log = logging.getLogger(__name__)
 
@@ -206,9 +207,8 @@ class LlamaModel:
 
     def apply_chat_template(self, messages: list[tuple[str, str]]) -> str:
         """Render (role, content) messages with the model's own template, ending with the assistant header."""
-        template = self.chat_template()
-        if template is None:
-            raise ModelError(f"{self.path.name} has no chat template")
+        # A base model ships no template: its family's built-in one (engine.llama.builtin_template).
+        template = self.chat_template() or builtin_template_name(architecture(self.ptr))
         chat = (L.llama_chat_message * len(messages))()
         keep = []  # the encoded strings must outlive the call
         for i, (role, content) in enumerate(messages):

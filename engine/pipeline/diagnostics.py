@@ -176,7 +176,11 @@ def check_vocab(target: Path | None, draft: Path | None) -> Check:
         match = compare_files(target, draft)
     except ModelError as exc:
         return Check("vocabulary", f"not compared: {exc}", ok=False)
-    return Check("vocabulary", match.describe(), ok=match.verdict != "different")
+    if match.verdict != "different":
+        return Check("vocabulary", f"{match.describe()}; selection by token ids")
+    if Path(draft).is_dir():
+        return Check("vocabulary", f"{match.describe()}; a draft of another family must be a GGUF file", ok=False)
+    return Check("vocabulary", f"{match.describe()}; selection by character spans (docs/cross-family.md)")
 
 
 def check_calibration() -> Check:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,7 @@ from engine.llama.runtime import TargetRuntime
 from engine.models import defaults as models
 from engine.pipeline.peak_memory import held_bytes
 from engine.pipeline.placement import TargetPlacement, place_target
-from engine.pipeline.vocab_check import require_shared_vocab
+from engine.pipeline.vocab_check import draft_vocab_for_spans
 
 log = logging.getLogger(__name__)
 LoadProgress = Callable[[int, int, str], None]
@@ -57,6 +57,14 @@ class EngineInfo:
     )  # where the target's layers run: "CPU", "CUDA", "RPC HOST:PORT"
     draft_trained_window: int = 0  # the positions the draft was trained on (0: not known)
     cpu_path: str = ""  # llama.cpp's CPU variant, extra buffers and self-test (engine.llama.cpu_backend)
+    # The draft's own vocabulary (vocab only) when it is not the target's: SpecPrefill selects
+    # through character spans (engine.pipeline.span_runs); None: the draft selects target tokens.
+    draft_vocab: LlamaModel | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def selection(self) -> str:
+        """How the draft's selection reaches the target: "tokens" or "spans"."""
+        return "tokens" if self.draft_vocab is None else "spans"
 
 
 def default_threads() -> int:
@@ -111,15 +119,16 @@ def _open_target(
     device: DraftDevice,
     placement: TargetPlacement,
     threads: int,
-) -> TargetRuntime:
-    """The target and its context, created once the vocabularies match and the memory suffices.
+) -> tuple[TargetRuntime, LlamaModel | None]:
+    """The target and its context, created once the vocabularies are read and the memory suffices;
+    with the draft's own vocabulary when it is another family's (draft_vocab_for_spans).
 
     The checks read the target opened on the CPU (mapped, nothing copied yet); only then is it
     opened again with its layers on the GPU, so a GPU too small is refused with the figures
     before llama.cpp fails to allocate there."""
     target = LlamaModel(target_path)
     try:
-        require_shared_vocab(target, target_name, draft_path, draft_name)
+        draft_vocab = draft_vocab_for_spans(target, target_name, draft_path, draft_name)
         n_ctx = context_size(settings.n_ctx, target.n_ctx_train(), target_name)
         draft_weights = draft_weight_bytes(draft_path, device.dtype.itemsize)
         require_all_fit(
@@ -136,7 +145,7 @@ def _open_target(
         if settings.workers:
             n_layers = target.attention_dims()[0]
             target.close()
-            return _open_remote_target(settings, target_path, n_layers, n_ctx, threads, flash_attn)
+            return _open_remote_target(settings, target_path, n_layers, n_ctx, threads, flash_attn), draft_vocab
         if placement.offloaded:
             target.close()
             target = LlamaModel(target_path, n_gpu_layers=placement.n_gpu_layers)
@@ -145,7 +154,7 @@ def _open_target(
             LlamaContext(
                 target, n_ctx=n_ctx, n_batch=settings.n_batch, n_threads=threads, flash_attn=flash_attn
             ),
-        )
+        ), draft_vocab
     except BaseException:
         target.close()  # free the native memory now, not at garbage collection
         raise
@@ -214,7 +223,7 @@ def open_models(
 
     if progress:
         progress(0, 3, f"loading target {target_name}")
-    runtime = _open_target(
+    runtime, draft_vocab = _open_target(
         settings, target_path, target_name, draft_path, draft_name, device, placement, threads
     )
     try:
@@ -246,6 +255,7 @@ def open_models(
             target_backends=_target_backends(runtime, placement),
             draft_trained_window=scorer.trained_window,
             cpu_path=cpu_path().summary(),
+            draft_vocab=draft_vocab,
         )
     except BaseException:
         runtime.close()  # free the target's native memory now, not at garbage collection

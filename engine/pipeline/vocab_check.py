@@ -7,7 +7,9 @@ same token. The check says which of three cases applies:
   to 151,936 with [PAD...] tokens, which its tokenizer folder does not list);
 - different: an ordinary token differs, or a token sits at another id (another model family).
 
-A different vocabulary is refused; the other two load.
+The first two share token ids: the draft selects the target's own tokens. A different vocabulary
+loads too when the draft is a GGUF: the draft reads the prompt in its own tokens, and its
+selection reaches the target through character spans (engine.pipeline.span_selection).
 """
 
 from __future__ import annotations
@@ -165,3 +167,18 @@ def require_shared_vocab(target: LlamaModel, target_name: str, draft_path: Path,
                          f"({match.reason}); pick a draft from the target's model family")
     log.info("vocabularies %s", match.describe())
     return match
+
+
+def draft_vocab_for_spans(target: LlamaModel, target_name: str, draft_path: Path, draft_name: str) -> LlamaModel | None:
+    """None when the draft selects the target's tokens (identical or compatible vocabularies); else
+    the draft's own vocabulary (a vocab-only llama.cpp model), opened for the span path. A draft
+    folder of another vocabulary is refused: only a GGUF's tokenizer gives exact byte pieces here."""
+    match = compare_vocabs(llama_vocab(target), file_vocab(draft_path))
+    log.info("vocabularies %s", match.describe())
+    if match.verdict != "different":
+        return None
+    if Path(draft_path).is_dir():
+        raise ModelError(f"the draft ({draft_name}) and the target ({target_name}) use different vocabularies "
+                         f"({match.reason}); a draft of another family must be a GGUF file")
+    log.info("the draft selects through character spans: %s", match.reason)
+    return LlamaModel(Path(draft_path), vocab_only=True)

@@ -191,8 +191,8 @@ def test_the_target_is_checked_on_the_cpu_then_opened_on_the_gpu(pair, monkeypat
     monkeypatch.setattr(engine_module, "require_all_fit", lambda needs: checked.append(sorted(needs)))
     placement = place_target("cuda", gpu_offload=True, build_flags=CUDA_FLAGS)
     device = DraftDevice(torch.device("cpu"), torch.float32)  # the draft itself never loads here
-    runtime = engine_module._open_target(ModelSettings(n_ctx=256, n_batch=64), target_path, "t", draft_path, "d",
-                                         device, placement, threads=1)
+    runtime, _ = engine_module._open_target(ModelSettings(n_ctx=256, n_batch=64), target_path, "t", draft_path,
+                                            "d", device, placement, threads=1)
     runtime.close()
     assert opened == [0, ALL_LAYERS] and checked == [["cpu", "cuda"]]
 

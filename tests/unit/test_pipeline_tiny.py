@@ -102,14 +102,18 @@ def test_engine_loads_both_models(engine, pair, cache_home):
     assert engine.scorer.eos_ids, "the draft's end-of-turn id is known"
 
 
-def test_a_draft_with_another_vocabulary_is_refused(pair, cache_home, tmp_path):
+def test_a_draft_with_another_vocabulary_selects_through_character_spans(pair, cache_home, tmp_path):
     target, _draft = pair
     other = write_tiny_gguf_other_vocab(tmp_path / "other-vocab.gguf")
-    with pytest.raises(ModelError) as err:
-        Engine.load(ModelSettings(target_path=target, draft_path=other, n_ctx=512, n_batch=64, n_threads=1))
-    message = str(err.value)
-    assert "other-vocab.gguf" in message and target.name in message
-    assert "vocabular" in message
+    engine = Engine.load(ModelSettings(target_path=target, draft_path=other, n_ctx=512, n_batch=64, n_threads=1))
+    try:
+        assert engine.info.selection == "spans"
+        events = list(engine.stream(DOCUMENT, QUESTION, "spec", spec_settings()))
+        result = finished(events, "spec")
+        assert result.selection == "spans" and 0 < result.kept_fraction <= 1
+        assert result.prefill_tokens == round(result.kept_fraction * result.prompt_tokens)
+    finally:
+        engine.close()
 
 
 def test_a_missing_model_is_a_model_error(pair, cache_home, tmp_path):

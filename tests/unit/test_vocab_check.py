@@ -134,5 +134,7 @@ def test_doctor_names_the_verdict(tmp_path):
     pad = check_vocab(target, write_vocab_gguf(tmp_path / "p.gguf", *padded(4)))
     assert pad.ok and pad.text.startswith("compatible: ")
     other = check_vocab(target, write_tiny_gguf_other_vocab(tmp_path / "o.gguf"))
-    assert not other.ok and other.text.startswith("different: ")
+    assert other.ok and other.text.startswith("different: ") and "character spans" in other.text
+    assert "token ids" in same.text and "token ids" in pad.text
     assert check_vocab(target, None).text.startswith("not compared")
+
