@@ -6,6 +6,12 @@ needs nothing from here: the engine pauses the fill the moment the question star
 the answer `after_answer` starts it again, resuming where it stopped. The fill works on the
 active document only; its state lives on that document's thread (doc_threads.FillState), and
 FillStatus shows it in the status bar.
+
+Before it, when a document opens, the draft reads the document ahead (`read_ahead`, setting Read
+ahead on open): the first question then drafts only itself. It runs on the same background thread;
+a question preempts it in the engine, and a document switch, Cancel or closing cancels it like the
+fill. Once the whole document is read, the full fill follows: the draft's pass is short and speeds
+up the very first answer, the target's is long and serves follow-ups.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ import logging
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
 
-from engine.api import BackgroundEnded, BackgroundProgress, RunSettings, format_count
-from desktop.doc_threads import (FILL_FAILED, FILL_FILLING, FILL_IDLE, FILL_OFF, FILL_PAUSED, FILL_READY,
-                                 FULL_SERVED, DocumentThread, FillState)
+from engine.api import (BackgroundEnded, BackgroundProgress, ReadAheadEnded, ReadAheadProgress, RunSettings,
+                        format_count, format_percent_short)
+from desktop.doc_threads import (FILL_FAILED, FILL_FILLING, FILL_IDLE, FILL_OFF, FILL_PAUSED, FILL_READING,
+                                 FILL_READY, FULL_SERVED, DocumentThread, FillState)
 from desktop.engine_host import EngineHost, EngineLike
 from desktop.error_banner import failure_text
 from desktop.worker import Worker
@@ -25,6 +32,8 @@ from desktop.worker import Worker
 log = logging.getLogger(__name__)
 
 JOB_NAME = "background full prefill"
+READ_AHEAD_JOB = "read-ahead"
+READ_THROUGH = ("done", "not_needed")  # ReadAheadEnded statuses after which the full fill follows
 # How each BackgroundEnded status shows; "cancelled" (switching documents, Settings) resumes later too.
 ENDED_STATES = {"done": FILL_READY, "not_needed": FILL_READY, "paused": FILL_PAUSED, "cancelled": FILL_PAUSED,
                 "failed": FILL_FAILED}
@@ -51,6 +60,24 @@ class BackgroundFill(QObject):
             self._set(thread, FillState(FILL_READY, held, held))
         elif thread.had_spec_answer or thread.fill.status == FILL_PAUSED:
             self.start(thread, settings)
+
+    @property
+    def is_reading(self) -> bool:
+        return self.is_active and self._worker.name == READ_AHEAD_JOB
+
+    def read_ahead(self, thread: DocumentThread, settings: RunSettings) -> bool:
+        """A document opened: the draft reads it ahead once, then the full fill follows."""
+        if not settings.read_ahead or thread.read_ahead_started or not self._host.is_ready:
+            return False
+        thread.read_ahead_started = True
+        session, before = thread.session, thread.fill
+        worker = self._host.submit_background(
+            READ_AHEAD_JOB, lambda engine, ctx: engine.read_ahead(session, settings, ctx.cancel))
+        worker.event.connect(lambda event: self._on_read_event(worker, thread, before, event))
+        worker.ended.connect(lambda: self._on_read_ended(worker, thread, before, settings))
+        self._worker, self._thread, self._read_through = worker, thread, False
+        self._set(thread, FillState(FILL_READING, 0, 0))
+        return True
 
     def start(self, thread: DocumentThread, settings: RunSettings) -> bool:
         if not settings.background_prefill:
@@ -86,6 +113,25 @@ class BackgroundFill(QObject):
 
     # --- the worker's reports ------------------------------------------------------------------------
 
+    def _on_read_event(self, worker: Worker, thread: DocumentThread, before: FillState, event: object) -> None:
+        if worker is not self._worker:
+            return
+        if isinstance(event, ReadAheadProgress):
+            self._set(thread, FillState(FILL_READING, event.done, event.total))
+        elif isinstance(event, ReadAheadEnded):
+            log.info("read-ahead %s: %d of %d tokens in %.2f s %s", event.status, event.done, event.total,
+                     event.seconds, event.detail)
+            self._read_through = event.status in READ_THROUGH
+
+    def _on_read_ended(self, worker: Worker, thread: DocumentThread, before: FillState,
+                       settings: RunSettings) -> None:
+        if worker is not self._worker:  # superseded: a question's fill, or another document's
+            return
+        self._worker = None
+        self._set(thread, before)
+        if self._read_through:
+            self.start(thread, settings)
+
     def _on_event(self, worker: Worker, thread: DocumentThread, event: object) -> None:
         if worker is not self._worker:  # a fill superseded by a newer one: the newer one reports
             return
@@ -114,13 +160,16 @@ class BackgroundFill(QObject):
 # --- the status bar's view of it --------------------------------------------------------------------------
 
 STATUS_WORDS = {FILL_OFF: "off", FILL_IDLE: "not filled", FILL_FILLING: "filling", FILL_PAUSED: "paused",
-                FILL_READY: "ready", FILL_FAILED: "failed"}
+                FILL_READY: "ready", FILL_FAILED: "failed", FILL_READING: "reading ahead"}
 READY_NOTE = "Follow-ups answer from the full cached document"
 OFF_TIP = "Turned off in Settings (Background full prefill)"
 
 
 def fill_text(state: FillState) -> str:
-    """"Full document cache: 3,072 / 8,192 tokens — filling"."""
+    """"Full document cache: 3,072 / 8,192 tokens — filling"; "Reading ahead: 62%" before it."""
+    if state.status == FILL_READING:
+        share = f": {format_percent_short(state.done / state.total)}" if state.total else ""
+        return f"Reading ahead{share}"
     counts = f"{format_count(state.done)} / {format_count(state.total)} tokens — " if state.total else ""
     text = f"Full document cache: {counts}{STATUS_WORDS[state.status]}"
     return f"{text}. {READY_NOTE}" if state.status == FILL_READY else text
@@ -148,7 +197,7 @@ class FillStatus(QWidget):
         self.label.setText(fill_text(state) if state else "")
         self.label.setToolTip(state.detail if state and state.detail else OFF_TIP if state and
                               state.status == FILL_OFF else "")
-        filling = state is not None and state.status == FILL_FILLING
+        filling = state is not None and state.status in (FILL_FILLING, FILL_READING)
         self.bar.setVisible(filling)
         if filling:
             self.bar.setRange(0, max(state.total, 1))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from engine.api import Document, DocumentSession, RunResult
 
 # served_by values: a SpecPrefill answer (after it, the background fill has work to do) ...
-SPEC_SERVED = frozenset({"spec", "spec_cached_draft"})
+SPEC_SERVED = frozenset({"spec", "spec_cached_draft", "spec_read_ahead"})
 # ... and a full-prefix answer from a cache: a compare on a follow-up then says what it compares.
 CACHED_FULL_SERVED = frozenset({"cached_full", "saved_state"})
 # Every full-prefix answer leaves the whole document cached in the target.
@@ -46,9 +46,11 @@ class Exchange:
 
 
 # What the background fill is doing for a document: off (Settings), idle (nothing to do yet),
-# filling, paused (a question took the target; it resumes), ready, failed.
+# filling, paused (a question took the target; it resumes), ready, failed; and before it, reading
+# (the draft's read-ahead of the opened document).
 FILL_OFF, FILL_IDLE, FILL_FILLING, FILL_PAUSED, FILL_READY, FILL_FAILED = (
     "off", "idle", "filling", "paused", "ready", "failed")
+FILL_READING = "reading"
 
 
 @dataclass
@@ -65,6 +67,7 @@ class DocumentThread:
         self.session = DocumentSession(document)
         self.exchanges: list[Exchange] = []
         self.fill = FillState()
+        self.read_ahead_started = False  # the draft reads a document ahead once, when it opens
 
     @property
     def name(self) -> str:
@@ -76,6 +79,7 @@ class DocumentThread:
             self.document = document
             self.session = DocumentSession(document)
             self.fill = FillState()
+            self.read_ahead_started = False  # a fresh session: read it again
 
     def ask(self, question: str, mode: str) -> Exchange:
         exchange = Exchange(question, mode)
@@ -96,6 +100,7 @@ class DocumentThread:
     def clear(self) -> None:
         self.exchanges.clear()
         self.fill = FillState()
+        self.read_ahead_started = False  # its caches cleared: read it again
 
 
 class ThreadBook:

@@ -128,8 +128,12 @@ class DocumentFlow:
         self._window.apply_enablement()
 
     def _on_tokens_counted(self, document: Document, tokens: int) -> None:
-        self._window.doc_info.show_token_count(tokens)
-        self._window.refresh_prediction()
+        window = self._window
+        window.doc_info.show_token_count(tokens)
+        window.refresh_prediction()
+        if window.thread is not None and window.thread.document is document:
+            # After the count, an engine job that would cancel it: the draft reads while the question is typed
+            window.fill.read_ahead(window.thread, window.run_settings())
 
     def _on_token_count_failed(self, error: Exception) -> None:
         self._window.banner.show_error(

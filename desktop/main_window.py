@@ -37,6 +37,7 @@ from desktop.run_controls import RunControls
 from desktop.run_flow import OUTCOME_STATES, RunFlow
 from desktop.run_pane import RunPane
 from desktop.run_session import RunRequest, RunSession
+from desktop.model_picker import ModelPicker
 from desktop.settings_dialog import SettingsDialog
 from desktop.settings_store import RunPreferences, SettingsStore
 from desktop.thread_flow import ThreadFlow
@@ -256,11 +257,20 @@ class MainWindow(QMainWindow):
         dialog.open()  # window-modal but not a nested event loop: the app keeps running
         return dialog
 
+    def open_model_picker(self) -> ModelPicker:
+        dialog = ModelPicker(self.store.model_settings(), self)
+        dialog.accepted.connect(lambda: self.apply_settings(dialog.model_settings(), self.store.run_preferences()))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+        return dialog
+
     def apply_settings(self, model_settings: ModelSettings, run_prefs: RunPreferences) -> None:
         models_changed = model_settings != self.store.model_settings()
         self.store.save_model_settings(model_settings)
         self.store.save_run_preferences(run_prefs)
         self.thread_flow.apply_background_setting(run_prefs.background_prefill)
+        if not run_prefs.read_ahead and self.fill.is_reading:
+            self.fill.cancel()  # Settings ▸ Read ahead on open, turned off while it reads
         if models_changed:
             log.info("model settings changed: reloading the engine")
             self.load_models()

@@ -22,8 +22,9 @@ from engine.core.endpoints import (DEFAULT_WORKER_PORT, Endpoint, is_loopback, j
 from engine.core.formatting import (MISSING, format_accuracy, format_bytes, format_count, format_duration,
                                     format_percent, format_percent_short, format_rate, format_ratio, format_seconds)
 from engine.core.events import (SERVED_BY_LABELS, BackgroundEnded, BackgroundEvent, BackgroundProgress,
-                                CompareResult, EngineEvent, Notice, Progress, RunFinished, RunName, RunResult,
-                                Selection, SelectionMade, Stage, StageChanged, TokenGenerated, run_order)
+                                CompareResult, EngineEvent, Notice, Progress, ReadAheadEnded, ReadAheadEvent,
+                                ReadAheadProgress, RunFinished, RunName, RunResult, Selection, SelectionMade,
+                                Stage, StageChanged, TokenGenerated, run_order)
 from engine.core.settings import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
                                   AUTO_LONG_LOOKUP_TOKENS, DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings,
                                   describe, nominal_keep, option_of, options, validate, value_type)
@@ -41,6 +42,10 @@ from engine.pipeline.kept_positions import GAPPED as GAPPED_POSITIONS
 from engine.pipeline.session import SESSION_MODES, DocumentSession
 from engine.models.defaults import DRAFT as DEFAULT_DRAFT
 from engine.models.defaults import TARGET as DEFAULT_TARGET
+from engine.models.discover import DiscoveredModel, Discovery
+from engine.models.discover import discover as discover_models
+from engine.pipeline.model_choice import DraftChoice, PairPlan, plan_pair
+from engine.pipeline.model_choice import usable as usable_models
 
 if TYPE_CHECKING:
     from engine.pipeline import Engine
@@ -68,6 +73,8 @@ __all__ = [
     "DEFAULT_WORKER_PORT", "Endpoint", "is_loopback", "join_endpoints", "parse_endpoint", "parse_endpoints",
     "with_default_port", "worker_start_command",
     "WorkerMemory", "query_memory",
+    "DiscoveredModel", "Discovery", "discover_models", "DraftChoice", "PairPlan", "plan_pair", "usable_models",
+    "ReadAheadEnded", "ReadAheadEvent", "ReadAheadProgress",
 ]
 
 

@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 
 from engine.cli.loading import load_engine
+from engine.cli.target_shape import add_target_shape_option, apply_target_shape
 from engine.cli.options import add_model_options, add_run_options, int_list, path_arg, run_settings_from
 from engine.core.cancel import CancelToken
 from engine.core.events import RunFinished, StageChanged
 from engine.core.formatting import format_bytes, format_percent
 from engine.eval.bench import BenchRow, bench_report, bench_settings, plot_ttft, run_bench
+from engine.eval.read_ahead_bench import ReadAheadBenchRow, run_read_ahead_bench
 from engine.eval.results import fit_label
 from engine.eval.session_bench import SessionBenchRow, prefix_context_rss_bytes, run_session_bench
 from engine.ingest import load_document
@@ -32,15 +34,22 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="measure a document session's paths instead: cold full prefill, cold SpecPrefill, "
                         "follow-ups with the cached draft (alone and during a background fill), from the "
                         "cached full prefix, and after reopening from the saved state; with memory")
+    p.add_argument("--read-ahead", action="store_true",
+                   help="measure the first question after the draft's read-ahead instead: cold full prefill, "
+                        "cold SpecPrefill and SpecPrefill after the read-ahead, per length, in one run")
     add_run_options(p)
     add_model_options(p)
+    add_target_shape_option(p)
     p.set_defaults(command=command, max_new_tokens=16)
     return p
 
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    apply_target_shape(args, cancel)
     if args.sessions:
         return sessions_command(args, cancel)
+    if args.read_ahead:
+        return read_ahead_command(args, cancel)
     settings = bench_settings(run_settings_from(args), args.respect_threshold)
     document = load_document(args.doc, password=args.password, cancel=cancel)
     engine = load_engine(args, cancel, quiet=args.json)
@@ -101,6 +110,36 @@ def sessions_command(args: argparse.Namespace, cancel: CancelToken) -> int:
                           "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"]},
                          indent=2))
     return 0
+
+
+def read_ahead_command(args: argparse.Namespace, cancel: CancelToken) -> int:
+    settings = bench_settings(run_settings_from(args), args.respect_threshold)
+    document = load_document(args.doc, password=args.password, cancel=cancel)
+    engine = load_engine(args, cancel, quiet=args.json)
+    rows: list[ReadAheadBenchRow] = []
+    try:
+        for item in run_read_ahead_bench(engine, document.text, args.lengths, settings, cancel):
+            if isinstance(item, ReadAheadBenchRow):
+                rows.append(item)
+                if not args.json:
+                    print(read_ahead_line(item), flush=True)
+            elif isinstance(item, RunFinished) and not args.json:
+                print(f"[bench] {item.run} {item.result.served_by or 'cold'}: TTFT {item.result.ttft_s:.2f}s",
+                      file=sys.stderr, flush=True)
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps({"read_ahead": [row.to_json() for row in rows], "keep": args.keep, "doc": str(args.doc),
+                          "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"]},
+                         indent=2))
+    return 0
+
+
+def read_ahead_line(r: ReadAheadBenchRow) -> str:
+    return (f"{r.prompt_tokens:>6} tok | cold full {r.cold_full_ttft_s:7.2f}s | cold spec {r.cold_spec_ttft_s:7.2f}s | "
+            f"after read-ahead {r.read_ahead_spec_ttft_s:6.2f}s ({r.of_full:.0%} of cold full, {r.of_spec:.0%} of "
+            f"cold spec; draft {r.read_ahead_draft_s:.2f}s) | read-ahead {r.read_ahead_s:.2f}s {r.read_ahead_status} "
+            f"| {r.read_ahead_served_by}")
 
 
 def session_line(r: SessionBenchRow) -> str:

@@ -5,13 +5,20 @@ document loads it instead (`served by saved_state`; `specprefill cache` lists an
 
 In auto mode, while chat waits for the next question on stdin, the document's full prefix is
 prefilled in the background (Engine.background_prefill; --no-background-prefill turns it off);
-the next question takes the target at once, and the fill resumes after its answer."""
+the next question takes the target at once, and the fill resumes after its answer.
+
+Before that, as soon as the models are loaded, the draft reads the document ahead (Engine.read_ahead;
+--no-read-ahead turns it off): while chat waits on stdin for the first question, or, with --question,
+before the first one. That answer is then `served_by spec_read_ahead` and its read_ahead_s says how
+long the draft read ahead; the full fill starts after the read-ahead."""
 
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
 import json
+import select
 import sys
 import threading
 from collections.abc import Iterator
@@ -20,7 +27,7 @@ from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, path_arg, run_settings_from
 from engine.cli.run import fit_text, print_events
 from engine.core.cancel import CancelToken
-from engine.core.events import BackgroundEnded, Notice, RunResult
+from engine.core.events import BackgroundEnded, Notice, ReadAheadEnded, RunResult
 from engine.ingest import load_document
 from engine.pipeline import SESSION_MODES, DocumentSession
 
@@ -44,9 +51,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def read_questions(given: list[str], stdin) -> Iterator[str]:
     """The --question values, else the non-blank lines of stdin, read as they come (a question
-    typed later is answered then); at least one, checked before anything loads."""
-    lines = (line.strip() for line in (given or stdin))
-    questions = (q for q in lines if q)
+    typed later is answered then); at least one, checked before anything loads unless the first is
+    still to be typed (then once the models are loaded: the draft reads the document meanwhile)."""
+    questions = (q for q in (line.strip() for line in (given or stdin)) if q)
+    return questions if first_question_later(given, stdin) else at_least_one(questions)
+
+
+def first_question_later(given: list[str], stdin) -> bool:
+    """Whether the first question is still to come: no --question, and nothing on stdin yet (not even its end)."""
+    if given:
+        return False
+    try:
+        return not select.select([stdin], [], [], 0)[0]
+    except (OSError, ValueError, TypeError, io.UnsupportedOperation):  # not a file: read it now
+        return False
+
+
+def at_least_one(questions: Iterator[str]) -> Iterator[str]:
     first = next(questions, None)
     if first is None:
         raise ValueError("no questions: give --question (repeatable) or one question per line on stdin")
@@ -54,19 +75,37 @@ def read_questions(given: list[str], stdin) -> Iterator[str]:
 
 
 class BackgroundFill:
-    """The engine's background full prefill on a thread, between questions; one line on stderr when
-    it ends (the next question pauses it)."""
+    """The engine's background work on a thread, between questions: the draft's read-ahead once, then
+    the full prefill; one line on stderr when each ends (the next question pauses it)."""
 
-    def __init__(self, engine, session: DocumentSession, settings, enabled: bool):
+    def __init__(self, engine, session: DocumentSession, settings, enabled: bool, read_ahead: bool = False):
         self.engine, self.session, self.settings, self.enabled = engine, session, settings, enabled
+        self.read_ahead = read_ahead and settings.read_ahead  # once, before the first question
         self.cancel = CancelToken()
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
         self.wait()
+        self.thread = threading.Thread(target=self._run, name="background-prefill", daemon=True)
+        self.thread.start()
+
+    def read_now(self) -> None:
+        """The read-ahead here and now (questions given with --question: before the first)."""
+        if self.read_ahead:
+            self.read_ahead = False
+            self._read()
+
+    def _run(self) -> None:
+        self.read_now()
         if self.enabled and self.engine.background_needed(self.session, self.settings):
-            self.thread = threading.Thread(target=self._fill, name="background-prefill", daemon=True)
-            self.thread.start()
+            self._fill()
+
+    def _read(self) -> None:
+        for event in self.engine.read_ahead(self.session, self.settings, self.cancel):
+            if isinstance(event, ReadAheadEnded):
+                detail = f": {event.detail}" if event.detail else ""
+                print(f"[read-ahead] document {event.done}/{event.total} tokens, {event.status} "
+                      f"({event.seconds:.1f}s){detail}", file=sys.stderr, flush=True)
 
     def _fill(self) -> None:
         for event in self.engine.background_prefill(self.session, self.settings, self.cancel):
@@ -87,6 +126,7 @@ class BackgroundFill:
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     settings = run_settings_from(args)  # checked before the document or the models load
+    later = first_question_later(args.question, sys.stdin)
     questions = read_questions(args.question, sys.stdin)
     document = load_document(args.doc, password=args.password, cancel=cancel)
     if not args.json:
@@ -94,8 +134,14 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
             print(f"specprefill: warning: {warning}", file=sys.stderr)
     engine = load_engine(args, cancel, quiet=args.json)
     session = DocumentSession(document)
-    background = BackgroundFill(engine, session, settings, enabled=args.mode == "auto")
+    background = BackgroundFill(engine, session, settings, enabled=args.mode == "auto",
+                                read_ahead=args.mode != "baseline")  # a full prefill uses no draft
     try:
+        if later:
+            background.start()  # the read-ahead, then the full fill, while the first question is typed
+            questions = at_least_one(questions)
+        else:
+            background.read_now()  # the first question is here already: read ahead before it
         for number, question in enumerate(questions, 1):
             if not args.json:
                 print(f"Q{number}: {question}\nA: ", end="", flush=True)

@@ -102,15 +102,23 @@ class RunResult:
     keep_reason: str = ""  # why keep=auto chose kept_fraction's keep ("" for a fixed keep)
     covered_parts: int = 0  # pages, sections or files the selection covered first (0: coverage off)
     focused_parts: list[str] = field(default_factory=list)  # definitions and files the question names, kept first
+    # The draft's read-ahead of the document before this question (spec_read_ahead): seconds of draft
+    # work the TTFT does not count, so that none is hidden; 0.0 when none
+    read_ahead_s: float = 0.0
+    # How SpecPrefill's selection reached the target: "tokens" (one vocabulary) or "spans" (the
+    # draft's kept characters, another family's draft); "" for the full prefill
+    selection: str = ""
 
     SPEC_ONLY = ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason",
                  "draft_peak_mem_bytes", "draft_window")
 
     def to_json(self) -> dict:
         data = run_json(self, self.SPEC_ONLY)
-        for optional in ("served_by", "keep_reason", "covered_parts", "focused_parts"):
+        for optional in ("served_by", "keep_reason", "covered_parts", "focused_parts", "selection"):
             if optional in data and not data[optional]:
                 del data[optional]  # unused: the JSON (run, bench, saved A/B reports) stays as it was
+        if not self.served_by:
+            del data["read_ahead_s"]  # one-shot runs never read ahead; a session's answers always say
         return data
 
 
@@ -137,6 +145,7 @@ SERVED_BY_LABELS: dict[str, str] = {
     "saved_state": "full prefill from the saved state",
     "spec": "SpecPrefill",
     "spec_cached_draft": "SpecPrefill with the cached draft",
+    "spec_read_ahead": "SpecPrefill after the draft read ahead",
 }
 
 
@@ -163,6 +172,32 @@ class BackgroundEnded:
 
 
 BackgroundEvent = BackgroundProgress | BackgroundEnded
+
+
+@dataclass(frozen=True)
+class ReadAheadProgress:
+    """The draft's read-ahead of an opened document's prefix: tokens read of total."""
+
+    done: int
+    total: int
+
+
+# done: the draft's cache holds the whole prefix; paused: a question took over (it drafts the rest);
+# cancelled: its own Cancel; not_needed: read already, or too long to read in one pass; off: the setting
+# or the draft cache is off; failed: detail says why.
+ReadAheadStatus = Literal["done", "paused", "cancelled", "not_needed", "off", "failed"]
+
+
+@dataclass(frozen=True)
+class ReadAheadEnded:
+    status: ReadAheadStatus
+    done: int
+    total: int
+    seconds: float  # the draft's time in this call
+    detail: str = ""
+
+
+ReadAheadEvent = ReadAheadProgress | ReadAheadEnded
 
 
 @dataclass

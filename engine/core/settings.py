@@ -276,6 +276,11 @@ class RunSettings:
         True, label="Background full prefill",
         help="in a session (chat, the app), after a SpecPrefill answer prefill the whole document into the "
              "target while idle, so later questions are answered from the full cached document")
+    read_ahead: bool = setting(
+        True, label="Read ahead on open",
+        help="in a session (chat, the app), the draft reads the document as soon as it is opened, while the "
+             "question is typed, so the first SpecPrefill answer scores only its question; a question "
+             "arriving meanwhile takes over what was read")
     system_prompt: str = setting("You are a helpful assistant. Answer using only the document.", flag="",
                                  help="the system turn of the chat prompt")
 
@@ -288,5 +293,6 @@ def nominal_keep(keep: float | str) -> float:
     return AUTO_KEEP_NOMINAL if keep == AUTO_KEEP else float(keep)
 
 
-SESSION_ONLY_SETTINGS = ("background_prefill",)  # RunSettings that only sessions (chat, the app) use
+# RunSettings that only sessions (chat, the app) use
+SESSION_ONLY_SETTINGS = ("background_prefill", "read_ahead")
 DEFAULT_DRAFT_WINDOW: int = RunSettings.draft_window  # read from the schema, for the cost model

@@ -203,6 +203,15 @@ class DraftPrefix:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    @property
+    def filled(self) -> int:
+        """Tokens whose keys and values it holds: all of them, or a read-ahead's first chunks."""
+        return self.cache.get_seq_length() if self.cache is not None else 0
+
+    @property
+    def complete(self) -> bool:
+        return self.filled >= len(self.tokens) > 0
+
     def nbytes(self) -> int:
         if self.cache is None:
             return 0
@@ -269,7 +278,7 @@ class DraftScorer:
         if prefix is not None and not prefix.fits(tokens, window):
             prefix = None
         with self._cancellable(cancel), torch.inference_mode():
-            reused = len(prefix) if prefix is not None and prefix.cache is not None else 0
+            reused = prefix.filled if prefix is not None else 0  # all of it, or a read-ahead's part
             cache = prefix.cache if reused else DynamicCache(config=self.model.config)
             if prefix is not None:
                 prefix.cache = None  # until this pass has left it holding the prefix again
@@ -287,11 +296,34 @@ class DraftScorer:
                 if question is not None:
                     result = with_question(result, question.importance())
             finally:  # cancelled or not: once the prefix's keys and values are whole, keep them
-                if prefix is not None and cache.get_seq_length() >= split:
-                    cache.crop(split - cache.get_seq_length())
+                kept = split if cache.get_seq_length() >= split else reused  # else what it came with
+                if prefix is not None and kept:
+                    keep_first(cache, kept)
                     prefix.cache = cache
             yield len(tokens), len(tokens)  # the look-ahead covered the last prompt token
             return replace(result, reused_prefix=reused)
+
+    def fill_prefix_chunk(self, prefix: DraftPrefix, cancel: CancelToken = NEVER) -> int:
+        """Prefill the prefix's next chunk into its keys and values (a read-ahead, before any question);
+        returns the tokens it now holds. The chunks are the ones a scoring pass prefills the prefix in,
+        so a pass that goes on from them scores as a cold one does. Cancelled (checked before every
+        layer), the chunk under way is dropped and the ones before it are kept."""
+        done = prefix.filled
+        if done >= len(prefix):
+            return done
+        end = min(done + self.prefill_chunk, len(prefix))
+        window = PrefillWindow(prefix.window, self.window_sinks) if prefix.window > 0 else None
+        with self._cancellable(cancel), torch.inference_mode():
+            cache = prefix.cache if done else DynamicCache(config=self.model.config)
+            try:
+                with _bound(_WINDOW, window):
+                    self._prefill_chunk([int(t) for t in prefix.tokens[done:end]], done, cache)
+            except BaseException:
+                if done:
+                    keep_first(cache, done)  # the layers this chunk reached before it stopped
+                raise
+            prefix.cache = cache
+        return end
 
     @staticmethod
     def _question_rows(n_prompt: int, reused: int, params: ScoringParams) -> _QuestionRows | None:
@@ -347,6 +379,14 @@ class DraftScorer:
     def _cancellable(self, cancel: CancelToken):
         """Check Cancel before every decoder layer, so a long prefill chunk stops within a layer."""
         return _LayerHooks(self.model.model.layers, lambda *_: cancel.raise_if_cancelled())
+
+
+def keep_first(cache: DynamicCache, n_tokens: int) -> None:
+    """Cut every layer back to its first n_tokens (a chunk stopped between layers leaves some longer)."""
+    for layer in cache.layers:
+        extra = layer.get_seq_length() - n_tokens if layer.is_initialized else 0
+        if extra > 0:
+            layer.crop(-extra)
 
 
 def with_question(lookahead: ScoreResult, question_rows: torch.Tensor) -> ScoreResult:

@@ -40,7 +40,7 @@ class DraftCaches:
     def holds(self, key: PrefixKey, prefix: np.ndarray, window: int, part: Piece = WHOLE) -> bool:
         """Whether a filled prefix with these tokens is kept (its place in the order unchanged)."""
         entry = self._entries.get((key, window, part))
-        return entry is not None and entry.cache is not None and np.array_equal(entry.tokens, prefix)
+        return entry is not None and entry.complete and np.array_equal(entry.tokens, prefix)
 
     def prefix_for(self, key: PrefixKey, prefix: np.ndarray, window: int, part: Piece = WHOLE) -> DraftPrefix | None:
         """The kept prefix when its tokens match (now the most recently used), else an empty one

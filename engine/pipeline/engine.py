@@ -12,7 +12,8 @@ refused, or cut with `truncate` (always in a compare), and says how much of the 
 
 Engine is the facade; its parts are owned elsewhere: opening the models (engine_open), the run
 decisions (run_policy), the runs themselves (runs), the prefix caches (prefix_cache,
-prefix_context), the background full prefill (background_fill) and the locks (locking).
+prefix_context), the background full prefill (background_fill), the draft's read-ahead of an
+opened document (read_ahead) and the locks (locking).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from engine.core.cancel import NEVER, CancelToken
-from engine.core.events import BackgroundEvent, EngineEvent, run_order
+from engine.core.events import BackgroundEvent, EngineEvent, ReadAheadEvent, run_order
 from engine.core.paths import state_cache_dir
 from engine.core.settings import TIMED_QUESTION_ROWS, ModelSettings, RunSettings
 from engine.core.steps import StepFn, run_to_end
@@ -48,6 +49,7 @@ from engine.pipeline.fitting import WindowFit
 from engine.pipeline.locking import TargetLocks
 from engine.pipeline.prefix_cache import PrefixCaches
 from engine.pipeline.prefix_context import PrefixContext
+from engine.pipeline.read_ahead import ReadAhead
 from engine.pipeline.request import (
     Delegated,
     close_streams,
@@ -87,6 +89,7 @@ class Engine:
         self._prefix_context = PrefixContext(runtime, info.target_memory_device)
         self._locks = TargetLocks()
         self._fill = BackgroundFill(self._locks, self._prefix_context, self._prefixes)
+        self._read_ahead = ReadAhead(self._locks, runtime, scorer, self._policy, self._prefixes)
         self._runner = Runner(runtime, scorer, info, self._policy, self._prefixes, self._prefix_context)
         self._open_streams: weakref.WeakSet[Iterator] = weakref.WeakSet()  # closed first by close()
 
@@ -133,8 +136,7 @@ class Engine:
         return self.runtime.model.tokenize(text, parse_special=False)
 
     def detokenize(self, tokens: list[int]) -> str:
-        model = self.runtime.model
-        return b"".join(model.token_piece(t) for t in tokens).decode("utf-8", "replace")
+        return b"".join(self.runtime.model.token_piece(t) for t in tokens).decode("utf-8", "replace")
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text))
@@ -143,9 +145,7 @@ class Engine:
         """The first n_tokens of the text's tokens, the text repeating when it is shorter."""
         return repeated_tokens(self.runtime.model, text, n_tokens, what)
 
-    def time_prefill(
-        self, tokens: list[int], cancel: CancelToken = NEVER, on_step: StepFn | None = None
-    ) -> float:
+    def time_prefill(self, tokens: list[int], cancel: CancelToken = NEVER, on_step: StepFn | None = None) -> float:
         """Seconds for a full target prefill of `tokens` at positions 0..n-1 (on_step: each batch's progress)."""
         ids = np.asarray(tokens, dtype=np.int32)
         with self._locks.exclusive():  # a background fill must not share the cores with a timing
@@ -181,9 +181,7 @@ class Engine:
         """Why SpecPrefill would not pay off for this prompt ("" when it runs)."""
         return self._policy.bypass_reason(n_tokens, settings)
 
-    def window_fit(
-        self, n_tokens: int, settings: RunSettings, document_tokens: int | None = None
-    ) -> WindowFit:
+    def window_fit(self, n_tokens: int, settings: RunSettings, document_tokens: int | None = None) -> WindowFit:
         """A prompt of n_tokens against the target's window (document_tokens: n_tokens when unknown)."""
         return self._policy.window_fit(n_tokens, settings, document_tokens)
 
@@ -316,18 +314,17 @@ class Engine:
         require_question(question)
         self.scorer.check_first_layer(settings.first_scored_layer)
 
-    def _prefix_key(self, session: DocumentSession, settings: RunSettings) -> PrefixKey:
+    def _prefix_key(self, session: DocumentSession, settings: RunSettings) -> PrefixKey:  # tests read it
         return self._prefixes.key(session, settings)
 
     # -- the background full prefill (engine.pipeline.background_fill) ----------------
     def background_needed(self, session: DocumentSession, settings: RunSettings | None = None) -> bool:
-        """Whether a background fill has work: the setting is on, a question was asked, and the
-        document's full prefix is neither in the prefix context nor saved."""
+        """Whether a background fill has work: the setting is on, a question was asked (or the draft read
+        ahead), and the document's full prefix is neither in the prefix context nor saved."""
         return self._fill.needed(session, settings)
 
-    def background_prefill(
-        self, session: DocumentSession, settings: RunSettings | None = None, cancel: CancelToken = NEVER
-    ) -> Iterator[BackgroundEvent]:
+    def background_prefill(self, session: DocumentSession, settings: RunSettings | None = None,
+                           cancel: CancelToken = NEVER) -> Iterator[BackgroundEvent]:
         """Prefill the session's full document prefix into the prefix context, one batch at a time,
         while nothing else runs: the latest question's prefix, after a SpecPrefill answer.
 
@@ -337,12 +334,17 @@ class Engine:
         Ends with exactly one BackgroundEnded."""
         return self._fill.run(session, settings, cancel)
 
+    def read_ahead(self, session: DocumentSession, settings: RunSettings | None = None,
+                   cancel: CancelToken = NEVER) -> Iterator[ReadAheadEvent]:
+        """The draft reads the session's document into its cache before the first question, chunk by
+        chunk while nothing else runs (a request preempts it and drafts the rest); run it before
+        background_prefill, whose prefix it notes. Ends with exactly one ReadAheadEnded."""
+        return self._read_ahead.run(session, settings, cancel)
+
     def open_prefix_context(self) -> None:
-        """Open the sessions' prefix context now rather than at its first use (the session bench
-        measures what it takes)."""
+        """Open the sessions' prefix context now, not at its first use (the session bench times it)."""
         with self._locks.exclusive():
             self._prefix_context.runtime()
 
-    def _prefix_runtime(self) -> TargetRuntime:
-        """The context that holds sessions' full prefixes, opened on first use."""
+    def _prefix_runtime(self) -> TargetRuntime:  # the sessions' full prefixes' context, opened on first use
         return self._prefix_context.runtime()

@@ -1,5 +1,5 @@
-"""Who has the target: one request at a time, and a background fill only between requests,
-giving the target up the moment a request asks for it."""
+"""Who has the models: one request at a time, and background work (the target's full fill, the
+draft's read-ahead) only between requests, giving them up the moment a request asks."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from engine.core.errors import EngineBusyError
 
 
 class TargetLocks:
-    """The foreground lock (a request runs), the target lock (the target computes: a request, or one
-    background batch) and the running background fill's preempt token."""
+    """The foreground lock (a request runs), the target lock (the models compute: a request, or one
+    background batch or chunk) and the running background jobs' preempt tokens."""
 
     def __init__(self) -> None:
         self._foreground = threading.Lock()
         self.target = threading.Lock()
         self._preempt_guard = threading.Lock()
-        self._preempt: CancelToken | None = None  # the running background fill's "a request needs the target"
+        self._preempts: set[CancelToken] = set()  # each running background job's "a request needs the target"
         self.closed = False  # set under the target lock: a background batch never computes on freed memory
 
     @contextmanager
@@ -37,21 +37,20 @@ class TargetLocks:
 
     def preempt_background(self) -> None:
         with self._preempt_guard:
-            if self._preempt is not None:
-                self._preempt.cancel()
+            for preempt in self._preempts:
+                preempt.cancel()
 
     @contextmanager
     def background(self) -> Iterator[CancelToken]:
-        """A preempt token for one background fill, registered while it runs: a request cancels it."""
+        """A preempt token for one background job, registered while it runs: a request cancels it."""
         preempt = CancelToken()
         with self._preempt_guard:
-            self._preempt = preempt
+            self._preempts.add(preempt)
         try:
             yield preempt
         finally:
             with self._preempt_guard:
-                if self._preempt is preempt:
-                    self._preempt = None
+                self._preempts.discard(preempt)
 
     @contextmanager
     def background_turn(self, token: CancelToken) -> Iterator[bool]:

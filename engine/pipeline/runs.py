@@ -43,20 +43,25 @@ from engine.pipeline.request import Request, prepare_prompt
 from engine.pipeline.run_policy import RunPolicy
 from engine.pipeline.selection_plan import focus_notice, plan_request_selection, wanted_parts
 from engine.pipeline.session import DocumentSession
+from engine.pipeline.span_runs import spec_by_spans
 
 
 def draft_stage_text(n_tokens: int, draft_prefix: DraftPrefix | None, n_segments: int, held: int = 0) -> str:
-    if draft_prefix is not None and draft_prefix.cache is not None:
+    if draft_prefix is not None and draft_prefix.complete:
         return f"draft scoring {n_tokens - len(draft_prefix)} tokens (the document from the draft cache)"
+    if draft_prefix is not None and draft_prefix.filled:
+        return f"draft scoring {n_tokens - draft_prefix.filled} tokens (the document's read part from the draft cache)"
     if n_segments > 1:
         cached = f"; {held} of them from the draft cache" if held else ""
         return f"draft scoring {n_tokens} tokens in {n_segments} segments (longer than the draft's window{cached})"
     return f"draft scoring {n_tokens} tokens"
 
 
-def spec_served_by(session: DocumentSession | None, reused_prefix: int) -> str:
+def spec_served_by(session: DocumentSession | None, reused_prefix: int, read_ahead_s: float = 0.0) -> str:
     if session is None:
         return ""  # one-shot runs say nothing of caches
+    if reused_prefix and read_ahead_s:
+        return "spec_read_ahead"
     return "spec_cached_draft" if reused_prefix else "spec"
 
 
@@ -181,7 +186,11 @@ class Runner:
         budget = self.policy.selection_budget(
             prompt, settings
         )  # before the draft: a question too long fails at once
+        if self.info.draft_vocab is not None:  # another family's draft: select through character spans
+            yield from spec_by_spans(self, request, placement, budget)
+            return
         score, draft_s, draft_peak = yield from self._draft_scores(request, session)
+        read_ahead_s = session.take_read_ahead() if session is not None else 0.0  # the first answer after it
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
@@ -228,12 +237,14 @@ class Runner:
                 positions=placement,
                 draft_peak_mem_bytes=draft_peak,
                 draft_window=settings.draft_window,
-                served_by=spec_served_by(session, score.reused_prefix),
+                served_by=spec_served_by(session, score.reused_prefix, read_ahead_s),
+                read_ahead_s=read_ahead_s,
                 fit="fits" if window.fits else "selected",
                 seen_fraction=seen,
                 keep_reason=plan.keep_reason,
                 covered_parts=plan.covered_parts,
                 focused_parts=list(plan.focused_parts),
+                selection="tokens",
                 **result,
             ),
         )

@@ -52,8 +52,9 @@ if TYPE_CHECKING:
 SessionMode = Literal["auto", "baseline", "spec"]
 SESSION_MODES: tuple[str, ...] = get_args(SessionMode)
 # How an answer's prefill was served: cold_full, cached_full (the prefix in memory), saved_state
-# (the prefix loaded from disk), spec, and spec_cached_draft (the draft's prefix from its cache).
-ServedBy = Literal["cold_full", "cached_full", "saved_state", "spec", "spec_cached_draft"]
+# (the prefix loaded from disk), spec, spec_cached_draft (the draft's prefix from its cache) and
+# spec_read_ahead (the first SpecPrefill after the draft read the document ahead, engine.pipeline.read_ahead).
+ServedBy = Literal["cold_full", "cached_full", "saved_state", "spec", "spec_cached_draft", "spec_read_ahead"]
 
 
 def _file_identity(path: Path) -> tuple[str, int, str]:
@@ -105,6 +106,12 @@ class DocumentSession:
         self.answered = 0  # questions answered so far
         self._held: _HeldPrefix | None = None
         self.last_prefix: tuple[PrefixKey, np.ndarray] | None = None
+        self.read_ahead_s = 0.0  # the draft's read-ahead time not yet reported by an answer
+
+    def take_read_ahead(self) -> float:
+        """The read-ahead seconds for the answer that uses them; later answers report none."""
+        seconds, self.read_ahead_s = self.read_ahead_s, 0.0
+        return seconds
 
     @property
     def full_prefix_tokens(self) -> int:

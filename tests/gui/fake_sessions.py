@@ -8,6 +8,8 @@ It follows engine.pipeline.Engine's session contract with fake timings:
 - background_prefill fills the prefix batch by batch, remembers how far it came, and ends
   "paused" the moment a foreground ask/ask_both starts (which waits until it has let go of
   the target, as the real engine's exclusive lock does);
+- read_ahead reads the document in read_ahead_chunks steps (the draft's read-ahead on open), ends
+  "paused" when a foreground run starts and "cancelled" on Cancel, and marks the draft cached;
 - forget drops the session's caches and partial fill.
 
 FakeEngine (conftest) mixes this in; it uses FakeEngine._run and its config.
@@ -21,7 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from engine.core.cancel import CancelToken
-from engine.core.events import BackgroundEnded, BackgroundProgress, Notice, RunFinished, run_order
+from engine.core.events import (BackgroundEnded, BackgroundProgress, Notice, ReadAheadEnded, ReadAheadProgress,
+                                RunFinished, run_order)
 from engine.core.settings import RunSettings
 from engine.pipeline.session import DocumentSession
 
@@ -43,6 +46,8 @@ class FakeSessionConfig:
     cached_ttft_factor: float = 0.1  # a run from the cached full prefix takes a tenth of the cold TTFT
     draft_cache: bool = False  # the draft caches a document's keys: SpecPrefill follow-ups "spec_cached_draft"
     background_error: str | None = None  # the background ends "failed" with this detail
+    read_ahead_chunks: int = 4
+    read_ahead_chunk_s: float = 0.02
 
 
 @dataclass
@@ -72,6 +77,7 @@ class FakeSessions:
         self._background_idle = threading.Event()
         self._background_idle.set()
         self.background_calls: list[BackgroundEnded] = []  # how each background fill ended
+        self.read_ahead_calls: list[ReadAheadEnded] = []  # how each read-ahead ended
         self.forgotten: list[tuple[DocumentSession, bool]] = []
 
     def session_state(self, session: DocumentSession) -> FakeSessionState:
@@ -170,6 +176,25 @@ class FakeSessions:
         finally:
             self._background_idle.set()
         self.background_calls.append(ended)
+        yield ended
+
+    def read_ahead(self, session: DocumentSession, settings: RunSettings, cancel: CancelToken):
+        cfg, state = self.session_config, self.session_state(session)
+        total, started, status = self._prefix_tokens(session), time.monotonic(), "done"
+        self._background_idle.clear()
+        try:
+            if not settings.read_ahead:
+                status = "off"
+            for chunk in range(1, cfg.read_ahead_chunks + 1) if status == "done" else ():
+                status = self._interrupted(cancel, cfg.read_ahead_chunk_s) or "done"
+                if status != "done":
+                    break
+                yield ReadAheadProgress(total * chunk // cfg.read_ahead_chunks, total)
+        finally:
+            self._background_idle.set()
+        state.draft_cached = state.draft_cached or status == "done"
+        ended = ReadAheadEnded(status, total if status == "done" else 0, total, time.monotonic() - started)
+        self.read_ahead_calls.append(ended)
         yield ended
 
     def _fill(self, state: FakeSessionState, total: int, cancel: CancelToken):

@@ -234,7 +234,7 @@ def test_chat_json_prints_one_object_per_question(chat):
 @pytest.mark.slow
 def test_chat_reads_questions_from_stdin_and_auto_starts_with_spec(chat):
     proc = chat("--force", "--keep", "0.3", "--chunk-size", "8", "--json", "--no-background-prefill",
-                stdin="\n".join(QUESTIONS) + "\n\n")
+                "--no-read-ahead", stdin="\n".join(QUESTIONS) + "\n\n")
     assert proc.returncode == 0, proc.stderr
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [a["served_by"] for a in answers] == ["spec", "cold_full", "cached_full"]
@@ -258,7 +258,7 @@ def test_chat_without_questions_is_one_line_exit_2(chat):
 
 @pytest.mark.slow
 def test_chat_fills_the_full_prefix_while_waiting_for_the_next_question(chat):
-    proc = chat.start("--force", "--keep", "0.3", "--chunk-size", "8", "--json")
+    proc = chat.start("--force", "--keep", "0.3", "--chunk-size", "8", "--json", "--no-read-ahead")
     killer = threading.Timer(240, proc.kill)  # a hang fails the test instead of stalling the suite
     killer.start()
     try:
@@ -277,3 +277,34 @@ def test_chat_fills_the_full_prefix_while_waiting_for_the_next_question(chat):
         killer.cancel()
     assert "done" in ended
     assert (first["served_by"], second["served_by"]) == ("spec", "cached_full")
+
+
+@pytest.mark.slow
+def test_chat_reads_ahead_before_the_first_question_and_reports_it(chat):
+    proc = chat("--force", "--keep", "0.3", "--chunk-size", "8", "--json", "--mode", "spec",
+                "--question", QUESTIONS[0], "--question", QUESTIONS[1])
+    assert proc.returncode == 0, proc.stderr
+    first, second = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert first["served_by"] == "spec_read_ahead" and first["read_ahead_s"] > 0
+    assert second["served_by"] == "spec_cached_draft" and second["read_ahead_s"] == 0.0
+    assert "[read-ahead] document" in proc.stderr and ", done (" in proc.stderr
+
+
+@pytest.mark.slow
+def test_chat_reads_ahead_while_it_waits_on_stdin(chat):
+    proc = chat.start("--force", "--keep", "0.3", "--chunk-size", "8", "--json", "--no-background-prefill")
+    killer = threading.Timer(240, proc.kill)
+    killer.start()
+    try:
+        ended = proc.stderr.readline()
+        while "[read-ahead]" not in ended:  # asked only once the draft has read the document
+            ended = proc.stderr.readline()
+            assert ended, "chat ended without a read-ahead"
+        proc.stdin.write(QUESTIONS[0] + "\n")
+        proc.stdin.close()
+        answer = json.loads(proc.stdout.readline())
+        assert proc.wait(60) == 0
+    finally:
+        killer.cancel()
+    assert "done" in ended
+    assert answer["served_by"] == "spec_read_ahead" and answer["read_ahead_s"] > 0
