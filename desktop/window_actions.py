@@ -21,6 +21,7 @@ class WindowActions:
     open_folder: QAction
     recent: RecentMenu
     settings: QAction
+    choose_models: QAction
     reload: QAction
     calibrate: QAction
     clear_thread: QAction
@@ -35,6 +36,7 @@ def build_actions(window: MainWindow) -> WindowActions:
         open_folder=QAction("Open &Folder…", window, shortcut=QKeySequence("Ctrl+Shift+O")),
         recent=RecentMenu(window.store, window),
         settings=QAction("&Settings…", window, shortcut=QKeySequence("Ctrl+,")),
+        choose_models=QAction("&Choose Models…", window, statusTip="Pick a target among the GGUF models on this machine"),
         reload=QAction("&Reload Models", window),
         calibrate=QAction(CALIBRATE_TEXT, window, toolTip=CALIBRATE_TIP, statusTip=CALIBRATE_TIP),
         clear_thread=QAction(CLEAR_TEXT, window, toolTip=CLEAR_TIP, statusTip=CLEAR_TIP),
@@ -45,6 +47,7 @@ def build_actions(window: MainWindow) -> WindowActions:
     actions.open_folder.triggered.connect(window.open_folder_dialog)
     actions.recent.pathChosen.connect(window.open_recent)
     actions.settings.triggered.connect(window.open_settings)
+    actions.choose_models.triggered.connect(window.open_model_picker)
     actions.reload.triggered.connect(window.load_models)
     actions.calibrate.triggered.connect(window.start_calibration)
     actions.clear_thread.triggered.connect(window.clear_thread)
@@ -64,6 +67,7 @@ def _fill_menus(window: MainWindow, actions: WindowActions) -> None:
     file_menu.addSeparator()
     file_menu.addAction(actions.quit)
     models_menu = window.menuBar().addMenu("&Models")
+    models_menu.addAction(actions.choose_models)
     models_menu.addAction(actions.settings)
     models_menu.addAction(actions.reload)
     models_menu.addAction(actions.calibrate)

@@ -19,7 +19,7 @@ from engine.models.shapes import SHAPES, TIMING_ONLY, ensure_shape_file, shape_b
 def add_target_shape_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-shape", choices=sorted(SHAPES), default=None,
                         help="time a random-weight target with this model's shape instead of --target "
-                             f"({TIMING_ONLY}: written once into the cache, 4.4 GB for 7B, 8.4 GB for 14B)")
+                             f"({TIMING_ONLY}: written once into the cache, 4.7 GB for 7B, 9.0 GB for 14B)")
 
 
 def apply_target_shape(args: argparse.Namespace, cancel: CancelToken) -> None:
