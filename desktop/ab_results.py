@@ -26,11 +26,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import run_label, run_notes
-from engine.api import write_text_atomic
-from engine.api import (MISSING, GroupSummary, RunRecord, RunSummary, Summary, format_accuracy, format_count,
-                        format_percent, format_ratio, format_seconds, write_csv)
 from desktop.ab_session import AbOutcome, AbRow, CaseFailure
+from engine.api import (
+    MISSING,
+    GroupSummary,
+    RunRecord,
+    RunSummary,
+    Summary,
+    format_accuracy,
+    format_count,
+    format_percent,
+    format_ratio,
+    format_seconds,
+    run_label,
+    run_notes,
+    write_csv,
+    write_text_atomic,
+)
 
 BASELINE_COLUMNS = ("answer", "correct", "TTFT")
 KEEP_COLUMNS = ("correct", "agreement", "TTFT")

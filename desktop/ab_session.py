@@ -15,14 +15,25 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.api import AbCaseDone, AbFinished, AbProgress, AbReport, AbRunDone, RunRecord, run_label, run_record, \
-    run_suite
-from engine.api import quality_plot_png, render_html, ttft_plot_png
-from engine.api import RunSettings
-from engine.api import Case
 from desktop.engine_host import EngineHost, EngineLike
 from desktop.job_session import EngineJobSession
 from desktop.worker import WorkerContext
+from engine.api import (
+    AbCaseDone,
+    AbFinished,
+    AbProgress,
+    AbReport,
+    AbRunDone,
+    Case,
+    RunRecord,
+    RunSettings,
+    quality_plot_png,
+    render_html,
+    run_label,
+    run_record,
+    run_suite,
+    ttft_plot_png,
+)
 
 log = logging.getLogger(__name__)
 

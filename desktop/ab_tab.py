@@ -21,13 +21,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import DEFAULT_KEEPS, AbError, AbProgress, RunSettings, format_count, format_duration, parse_keeps
 from desktop.ab_results import AbResultsView
 from desktop.ab_session import AbOutcome, AbRequest, AbRow, CaseFailure
 from desktop.job_session import CANCELLED, FAILED, FINISHED
 from desktop.suite_builder import quick_check_case
 from desktop.suite_panel import SuitePanel
 from desktop.theme import text_css
+from engine.api import (
+    DEFAULT_KEEPS,
+    AbError,
+    AbProgress,
+    RunSettings,
+    format_count,
+    format_duration,
+    parse_keeps,
+)
 
 QUICK_CHECK_KEEPS = parse_keeps(DEFAULT_KEEPS)  # three keep values
 REUSE_CACHE_TEXT = "Reuse document caches (cached TTFTs labelled)"

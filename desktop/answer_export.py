@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from engine.api import RunResult, format_count, format_percent_short, format_seconds
 from desktop.run_fit import with_fit
+from engine.api import RunResult, format_count, format_percent_short, format_seconds
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]+")
 NAME_WORDS = 6  # enough of the question to tell saved answers apart

@@ -18,12 +18,20 @@ from pathlib import Path
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
-from engine.api import CancelToken, ModelSettings, app_version, icon_paths, load_document, load_engine, prepare_models
 from desktop.engine_host import EngineLike, ProgressFn
 from desktop.main_window import MainWindow
 from desktop.screenshot import ScreenshotDirector, ShotPlan
 from desktop.settings_store import APPLICATION, ORGANIZATION, default_qsettings
 from desktop.theme import THEME_SYSTEM, THEMES, apply_theme
+from engine.api import (
+    CancelToken,
+    ModelSettings,
+    app_version,
+    icon_paths,
+    load_document,
+    load_engine,
+    prepare_models,
+)
 
 log = logging.getLogger("desktop")
 

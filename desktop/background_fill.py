@@ -21,13 +21,30 @@ import logging
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
 
-from engine.api import (BackgroundEnded, BackgroundProgress, ReadAheadEnded, ReadAheadProgress, RunSettings,
-                        format_count, format_percent_short)
-from desktop.doc_threads import (FILL_FAILED, FILL_FILLING, FILL_IDLE, FILL_OFF, FILL_PAUSED, FILL_READING,
-                                 FILL_READY, FULL_SERVED, DocumentThread, FillState)
-from desktop.engine_host import EngineHost, EngineLike
+from desktop.doc_threads import (
+    FILL_FAILED,
+    FILL_FILLING,
+    FILL_IDLE,
+    FILL_OFF,
+    FILL_PAUSED,
+    FILL_READING,
+    FILL_READY,
+    FULL_SERVED,
+    DocumentThread,
+    FillState,
+)
+from desktop.engine_host import EngineHost
 from desktop.error_banner import failure_text
 from desktop.worker import Worker
+from engine.api import (
+    BackgroundEnded,
+    BackgroundProgress,
+    ReadAheadEnded,
+    ReadAheadProgress,
+    RunSettings,
+    format_count,
+    format_percent_short,
+)
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import logging
 
 from PySide6.QtCore import Signal
 
-from engine.api import ModelSettings, calibrate_machine
 from desktop.engine_host import EngineLike, JobProgress, progress_events
 from desktop.job_session import EngineJobSession
 from desktop.worker import WorkerContext
+from engine.api import ModelSettings, calibrate_machine
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
-from engine.api import RunResult
-from engine.api import answer_agreement
-from engine.api import format_seconds
 from desktop.worker import Worker, make_pool
+from engine.api import RunResult, answer_agreement, format_seconds
 
 NOT_YET = "—"
 COMPUTING = "…"

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QLineEdit, QWidget
 
-from engine.api import Document, PasswordError
 from desktop.document_paths import OPEN_FILE_FILTER, dropped_paths
 from desktop.error_banner import failure_text
+from engine.api import Document, PasswordError
 
 if TYPE_CHECKING:
     from desktop.main_window import MainWindow

@@ -6,10 +6,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
-from engine.api import Document
 from desktop.engine_host import Prediction
-from engine.api import format_count, format_percent_short, format_seconds
 from desktop.theme import text_css
+from engine.api import Document, format_count, format_percent_short, format_seconds
 
 MAX_WARNINGS_SHOWN = 3
 NOT_CALIBRATED = ("Predicted TTFT: not calibrated: use Models ▸ Calibrate This Machine… "

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.api import Document
 from desktop.engine_host import EngineHost
 from desktop.worker import Worker, WorkerContext, make_pool
+from engine.api import Document
 
 log = logging.getLogger(__name__)
 

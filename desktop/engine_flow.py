@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.api import DefaultModelsError, ModelSettings
 from desktop.calibrate_action import CALIBRATED_NOTICE, CANCELLED_NOTICE
 from desktop.engine_host import LoadPreparation
 from desktop.error_banner import BannerAction, failure_text
 from desktop.job_session import CANCELLED, FAILED, FINISHED
 from desktop.load_dialog import JobProgressDialog, ModelLoadDialog
+from engine.api import DefaultModelsError, ModelSettings
 
 if TYPE_CHECKING:
     from desktop.main_window import MainWindow

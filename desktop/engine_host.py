@@ -26,10 +26,8 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
-from engine.api import CancelToken
-from engine.api import Cancelled
-from engine.api import ModelSettings, RunSettings, nominal_keep
 from desktop.worker import Worker, WorkerContext, make_pool
+from engine.api import Cancelled, CancelToken, ModelSettings, RunSettings, nominal_keep
 
 log = logging.getLogger(__name__)
 

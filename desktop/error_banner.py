@@ -13,8 +13,14 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
-from engine.api import (ContextOverflowError, NotCalibratedError, PasswordError, PositionsUnsupportedError,
-                        SettingsError, SpecPrefillError)
+from engine.api import (
+    ContextOverflowError,
+    NotCalibratedError,
+    PasswordError,
+    PositionsUnsupportedError,
+    SettingsError,
+    SpecPrefillError,
+)
 
 # The remedy each error type gets in this app, most specific type first.
 REMEDIES: tuple[tuple[type[Exception], str], ...] = (

@@ -31,16 +31,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import Selection
-from engine.api import Document
 from desktop import heat_colors
-from desktop.theme import highlight_css, text_on
 from desktop.error_banner import failure_text
-from engine.api import format_count, format_percent_short
 from desktop.minimap import Band, Minimap, bands_for
 from desktop.selection_map import ChunkSpan, SelectionLayout, layout_selection, merge_ranges
 from desktop.text_projection import TextProjection, Utf16Index
+from desktop.theme import highlight_css, text_on
 from desktop.worker import Worker, make_pool
+from engine.api import Document, Selection, format_count, format_percent_short
 
 NO_SELECTION_HINT = "Run SpecPrefill to see which parts of the document the draft keeps."
 PREPARING = "Mapping the draft's selection onto the document…"

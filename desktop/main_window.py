@@ -13,18 +13,16 @@ from PySide6.QtCore import QSettings
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QWidget
 
-from engine.api import Case, ModelSettings, RunSettings
-from desktop.about import about_box
 from desktop.ab_flow import AbFlow
 from desktop.ab_session import AbSession
 from desktop.ab_tab import AbTab
+from desktop.about import about_box
 from desktop.answer_diff import AnswerCompareView
 from desktop.background_fill import BackgroundFill, FillStatus
 from desktop.calibrate_action import CalibrationSession
 from desktop.comparison_bar import ComparisonBar
 from desktop.doc_threads import DocumentThread, ThreadBook
-from desktop.document_flow import PasswordPrompt, ask_password_dialog
-from desktop.document_flow import DocumentFlow
+from desktop.document_flow import DocumentFlow, PasswordPrompt, ask_password_dialog
 from desktop.document_info import DocumentInfoBar
 from desktop.document_session import DocumentLoader, DocumentSession
 from desktop.engine_flow import CalibrationFlow, EngineLoadFlow
@@ -32,21 +30,34 @@ from desktop.engine_host import EngineFactory, EngineHost, LoadPreparation, Pred
 from desktop.engine_status import EngineStatus
 from desktop.error_banner import ErrorBanner
 from desktop.kept_view import KeptTokenView
+from desktop.model_picker import ModelPicker
 from desktop.question_bar import QuestionBar
 from desktop.run_controls import RunControls
 from desktop.run_flow import OUTCOME_STATES, RunFlow
 from desktop.run_pane import RunPane
 from desktop.run_session import RunRequest, RunSession
-from desktop.model_picker import ModelPicker
 from desktop.settings_dialog import SettingsDialog
 from desktop.settings_store import RunPreferences, SettingsStore
 from desktop.thread_flow import ThreadFlow
 from desktop.thread_view import ThreadView
 from desktop.view_state import Enablement, ViewState, enablement, why_engine_busy
 from desktop.window_actions import build_actions
-from desktop.window_layout import (FIRST_START_SIZE, SCREEN_SHARE, TAB_AB, TAB_ALIASES, TAB_ANSWERS, TAB_KEPT,
-                                   TAB_THREAD, TABS_MIN_HEIGHT, LayoutMemory, build_layout, build_tabs,
-                                   first_start_size, tab_widget)
+from desktop.window_layout import (
+    FIRST_START_SIZE,
+    SCREEN_SHARE,
+    TAB_AB,
+    TAB_ALIASES,
+    TAB_ANSWERS,
+    TAB_KEPT,
+    TAB_THREAD,
+    TABS_MIN_HEIGHT,
+    LayoutMemory,
+    build_layout,
+    build_tabs,
+    first_start_size,
+    tab_widget,
+)
+from engine.api import Case, ModelSettings, RunSettings
 
 # Names other modules and tests import from here.
 __all__ = ["FIRST_START_SIZE", "MainWindow", "OUTCOME_STATES", "PasswordPrompt", "SCREEN_SHARE", "TABS_MIN_HEIGHT",

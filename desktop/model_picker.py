@@ -12,11 +12,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import QThreadPool
-from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QLabel, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
-from engine.api import DiscoveredModel, ModelSettings, PairPlan, format_bytes, plan_pair, usable_models
 from desktop.worker import Worker
+from engine.api import DiscoveredModel, ModelSettings, PairPlan, format_bytes, plan_pair, usable_models
 
 COLUMNS = ("Name", "Architecture", "Size", "Quantization", "Context", "File", "Found in")
 SEARCHING = "Looking for models on this machine…"

@@ -12,7 +12,7 @@ import html
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from PySide6.QtCore import QThreadPool, Qt, Slot
+from PySide6.QtCore import Qt, QThreadPool, Slot
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QGroupBox,
@@ -25,6 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.theme import text_css
+from desktop.worker import Worker
 from engine.api import (
     DEFAULT_WORKER_PORT,
     Endpoint,
@@ -38,8 +40,6 @@ from engine.api import (
     with_default_port,
     worker_start_command,
 )
-from desktop.theme import text_css
-from desktop.worker import Worker
 
 TESTING = "testing…"
 ERROR_COLOR = "#c62828"

@@ -9,8 +9,16 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QStandardItemModel
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
 
-from engine.api import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED, AUTO_LONG_LOOKUP_TOKENS,
-                        GAPPED_POSITIONS, RunSettings, option_of)
+from engine.api import (
+    AUTO_KEEP,
+    AUTO_KEEP_BROAD,
+    AUTO_KEEP_FLOOR,
+    AUTO_KEEP_JOINED,
+    AUTO_LONG_LOOKUP_TOKENS,
+    GAPPED_POSITIONS,
+    RunSettings,
+    option_of,
+)
 
 KEEP_MIN, KEEP_MAX = 5, 90  # percent: the slider's span, inside the schema's (0, 1]
 KEEP_DEFAULT = round(RunSettings.keep * 100)  # a dataclass keeps each field's default as a class attribute

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.api import Document, Notice, RunFinished, SelectionMade
-from desktop.doc_threads import ANSWERED, CANCELLED as EXCHANGE_CANCELLED, FAILED as EXCHANGE_FAILED
-from desktop.doc_threads import DocumentThread, Exchange
+from desktop.doc_threads import ANSWERED, DocumentThread, Exchange
+from desktop.doc_threads import CANCELLED as EXCHANGE_CANCELLED
+from desktop.doc_threads import FAILED as EXCHANGE_FAILED
 from desktop.engine_host import Prediction
 from desktop.job_session import CANCELLED, FAILED, FINISHED
 from desktop.run_pane import stage_predictions
 from desktop.run_session import RunRequest
 from desktop.window_layout import TAB_ANSWERS
+from engine.api import Document, Notice, RunFinished, SelectionMade
 
 if TYPE_CHECKING:
     from desktop.main_window import MainWindow

@@ -20,15 +20,39 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QGuiApplication, QTextCursor
-from PySide6.QtWidgets import (QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QProgressBar, QTextBrowser,
-                               QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
-from engine.api import (SERVED_BY_LABELS, Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged,
-                        TokenGenerated)
-from engine.api import (fit_note, selection_note, format_count, format_duration, format_percent_short, format_rate,
-                        format_seconds, write_text_atomic)
 from desktop.answer_export import answer_markdown, suggested_file_name
 from desktop.theme import text_css
+from engine.api import (
+    SERVED_BY_LABELS,
+    Notice,
+    Progress,
+    RunFinished,
+    RunResult,
+    SelectionMade,
+    StageChanged,
+    TokenGenerated,
+    fit_note,
+    format_count,
+    format_duration,
+    format_percent_short,
+    format_rate,
+    format_seconds,
+    selection_note,
+    write_text_atomic,
+)
 
 log = logging.getLogger(__name__)
 

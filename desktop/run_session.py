@@ -14,9 +14,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.api import Document, RunFinished, RunResult, RunSettings, run_order
 from desktop.engine_host import EngineHost
 from desktop.job_session import EngineJobSession
+from engine.api import Document, RunFinished, RunResult, RunSettings, run_order
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import QApplication
 
-from engine.api import TokenGenerated
 from desktop.main_window import MainWindow
+from engine.api import TokenGenerated
 
 log = logging.getLogger(__name__)
 

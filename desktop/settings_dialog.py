@@ -29,9 +29,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, option_of, value_type
 from desktop.remote_workers import RemoteWorkersPanel
 from desktop.settings_store import RunPreferences, dialog_fields, schema_fields
+from engine.api import DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, option_of, value_type
 
 SPIN_LIMIT = 2**31 - 1  # a QSpinBox holds a 32-bit int
 FLOAT_DECIMALS = 2  # sizes in GB: hundredths are fine enough

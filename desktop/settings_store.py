@@ -19,8 +19,8 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from engine.api import ModelSettings, Option, RunSettings, SettingsError, option_of, options, value_type
 from desktop.run_controls import KEEP_DEFAULT, KEEP_MAX, KEEP_MIN
+from engine.api import ModelSettings, Option, RunSettings, SettingsError, option_of, options, value_type
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from engine.api import write_text_atomic
-from engine.api import DEFAULT_KIND, Case, parse_suite
+from engine.api import DEFAULT_KIND, Case, parse_suite, write_text_atomic
 
 ANSWER_SEPARATOR = "|"  # answers may contain commas ("sixteen, 16"), rarely a bar
 QUICK_CHECK_ID = "quick-check"

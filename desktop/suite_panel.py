@@ -23,9 +23,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.api import Case, SuiteError, format_count, load_suite
 from desktop.suite_builder import ANSWER_SEPARATOR, new_case, save_suite
 from desktop.theme import text_css
+from engine.api import Case, SuiteError, format_count, load_suite
 
 SUITE_FILTER = "A/B suites (*.jsonl);;All files (*)"
 CASE_COLUMNS = ("id", "kind", "question", "answers", "document")

@@ -9,9 +9,9 @@ from html import escape
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTextBrowser, QVBoxLayout, QWidget
 
-from engine.api import SERVED_BY_LABELS, RunResult, format_seconds
 from desktop.doc_threads import ANSWERED, ASKING, CANCELLED, FAILED, DocumentThread, Exchange
 from desktop.run_fit import with_fit
+from engine.api import SERVED_BY_LABELS, RunResult, format_seconds
 
 CLEAR_TEXT = "Clear thread and caches"
 CLEAR_TIP = ("Forget this document's questions and answers, and drop its caches: the target's full "

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
-from engine.api import CancelToken
-from engine.api import Cancelled, SpecPrefillError
+from engine.api import Cancelled, CancelToken, SpecPrefillError
 
 log = logging.getLogger(__name__)
 

@@ -10,42 +10,122 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.core.about import APP_NAME, app_version
-from engine.core.notices import NOTICES, Notice
-from engine.core.resources import icon_paths
 from engine.core.atomic import write_bytes_atomic, write_text_atomic
 from engine.core.cancel import NEVER, CancelToken
-from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsError, EngineBusyError, IngestError,
-                                InsufficientMemoryError, ModelError, NotCalibratedError, PasswordError,
-                                PositionsUnsupportedError, RuntimeFailure, SettingsError, SpecPrefillError)
-from engine.core.endpoints import (DEFAULT_WORKER_PORT, Endpoint, is_loopback, join_endpoints, parse_endpoint,
-                                   parse_endpoints, with_default_port, worker_start_command)
-from engine.core.formatting import (MISSING, format_accuracy, format_bytes, format_count, format_duration,
-                                    format_percent, format_percent_short, format_rate, format_ratio, format_seconds)
-from engine.core.events import (SERVED_BY_LABELS, BackgroundEnded, BackgroundEvent, BackgroundProgress,
-                                CompareResult, EngineEvent, Notice, Progress, ReadAheadEnded, ReadAheadEvent,
-                                ReadAheadProgress, RunFinished, RunName, RunResult, Selection, SelectionMade,
-                                Stage, StageChanged, TokenGenerated, run_order)
-from engine.core.settings import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
-                                  AUTO_LONG_LOOKUP_TOKENS, DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings,
-                                  describe, nominal_keep, option_of, options, validate, value_type)
-from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbFinished, AbProgress, AbRunDone, parse_keeps,
-                            run_label, run_record, run_suite)
+from engine.core.endpoints import (
+    DEFAULT_WORKER_PORT,
+    Endpoint,
+    is_loopback,
+    join_endpoints,
+    parse_endpoint,
+    parse_endpoints,
+    with_default_port,
+    worker_start_command,
+)
+from engine.core.errors import (
+    Cancelled,
+    ContextOverflowError,
+    DefaultModelsError,
+    EngineBusyError,
+    IngestError,
+    InsufficientMemoryError,
+    ModelError,
+    NotCalibratedError,
+    PasswordError,
+    PositionsUnsupportedError,
+    RuntimeFailure,
+    SettingsError,
+    SpecPrefillError,
+)
+from engine.core.events import (
+    SERVED_BY_LABELS,
+    BackgroundEnded,
+    BackgroundEvent,
+    BackgroundProgress,
+    CompareResult,
+    EngineEvent,
+    Progress,
+    ReadAheadEnded,
+    ReadAheadEvent,
+    ReadAheadProgress,
+    RunFinished,
+    RunName,
+    RunResult,
+    Selection,
+    SelectionMade,
+    Stage,
+    StageChanged,
+    TokenGenerated,
+    run_order,
+)
+from engine.core.formatting import (
+    MISSING,
+    format_accuracy,
+    format_bytes,
+    format_count,
+    format_duration,
+    format_percent,
+    format_percent_short,
+    format_rate,
+    format_ratio,
+    format_seconds,
+)
+from engine.core.notices import NOTICES, Notice
+from engine.core.resources import icon_paths
+from engine.core.settings import (
+    AUTO_KEEP,
+    AUTO_KEEP_BROAD,
+    AUTO_KEEP_FLOOR,
+    AUTO_KEEP_JOINED,
+    AUTO_LONG_LOOKUP_TOKENS,
+    DEFAULT_MIN_TOKENS,
+    ModelSettings,
+    Option,
+    RunSettings,
+    describe,
+    nominal_keep,
+    option_of,
+    options,
+    validate,
+    value_type,
+)
+from engine.eval.ab import (
+    DEFAULT_KEEPS,
+    AbCaseDone,
+    AbError,
+    AbFinished,
+    AbProgress,
+    AbRunDone,
+    parse_keeps,
+    run_label,
+    run_record,
+    run_suite,
+)
 from engine.eval.metrics import answer_agreement
 from engine.eval.report import quality_plot_png, render_html, ttft_plot_png, write_csv
-from engine.eval.results import (AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary, fit_note,
-                                 run_notes, selection_note)
+from engine.eval.results import (
+    AbReport,
+    CaseRecord,
+    GroupSummary,
+    RunRecord,
+    RunSummary,
+    Summary,
+    fit_note,
+    run_notes,
+    selection_note,
+)
 from engine.eval.suite import DEFAULT_KIND, Case, SuiteError, load_suite, parse_suite
 from engine.ingest import load_document
-from engine.llama.rpc.workers import WorkerMemory, query_memory
 from engine.ingest.document import Document
-from engine.pipeline.kept_positions import GAPPED as GAPPED_POSITIONS
-from engine.pipeline.session import SESSION_MODES, DocumentSession
+from engine.llama.rpc.workers import WorkerMemory, query_memory
 from engine.models.defaults import DRAFT as DEFAULT_DRAFT
 from engine.models.defaults import TARGET as DEFAULT_TARGET
 from engine.models.discover import DiscoveredModel, Discovery
 from engine.models.discover import discover as discover_models
+from engine.pipeline.kept_positions import GAPPED as GAPPED_POSITIONS
 from engine.pipeline.model_choice import DraftChoice, PairPlan, plan_pair
 from engine.pipeline.model_choice import usable as usable_models
+from engine.pipeline.session import SESSION_MODES, DocumentSession
 
 if TYPE_CHECKING:
     from engine.pipeline import Engine
@@ -97,6 +177,8 @@ def calibrate_machine(engine: Engine, settings: ModelSettings | None = None, pro
                       cancel: CancelToken = NEVER) -> CostModel:
     """Time this machine's draft and target on the bundled sample, store the cost model and give it
     to the engine; progress(done, total, message) before each timing. Cancelled, nothing is stored."""
-    from engine.eval.calibrate import calibrate_machine as calibrate  # lazy: the cost model imports the pipeline
+    from engine.eval.calibrate import (
+        calibrate_machine as calibrate,  # lazy: the cost model imports the pipeline
+    )
 
     return calibrate(engine, settings, progress, cancel)

@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             for case in doc_cases:
                 prompt = engine.prepare(doc.text, case.question, base)
                 if prompt.n_tokens > 30000:
-                    print("skip", case.id, prompt.n_tokens, flush=True); break
+                    print("skip", case.id, prompt.n_tokens, flush=True)
+                    break
                 if prefix is None:
                     prefix = DraftPrefix(prompt.tokens[:prompt.tail_start].copy(), base.draft_window)
                 t = time.perf_counter()
@@ -140,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                     run = RunSettings(keep=keep, coverage=cov)
                     plan = plan_request_selection(score.importance, prompt, run, None,
                                                   parts if wants_coverage(run, case.question) else [])
-                    mask = np.zeros(prompt.n_tokens, bool); mask[plan.kept_idx] = True
+                    mask = np.zeros(prompt.n_tokens, bool)
+                    mask[plan.kept_idx] = True
                     hit = [survives(p, doc.text, offsets, doc_start, mask) for p in points]
                     row[label] = round(sum(hit) / len(hit), 3) if hit else None
                     row[label + "_kept"] = round(len(plan.kept_idx) / prompt.n_tokens, 3)
@@ -152,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                     cfg = engine.scorer.model.config
                     recorder.save(heads_dir / f"{case.id}.npz", layers=cfg.num_hidden_layers, heads=cfg.num_attention_heads,
                                   importance=score.importance.astype(np.float32))
-                out.write(json.dumps(row) + "\n"); out.flush()
+                out.write(json.dumps(row) + "\n")
+                out.flush()
                 print(row["id"], row["kind"], row["spread"], row["auto_keep"], row["0.1"], row["0.2"], row["auto"], flush=True)
     engine.close()
     return 0

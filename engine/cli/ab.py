@@ -34,16 +34,47 @@ from pathlib import Path
 from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, comma_items, path_arg, run_settings_from
 from engine.core.cancel import CancelToken
-from engine.core.formatting import (MISSING, format_count, format_duration, format_percent, format_ratio,
-                                    format_seconds)
+from engine.core.formatting import (
+    MISSING,
+    format_count,
+    format_duration,
+    format_percent,
+    format_ratio,
+    format_seconds,
+)
 from engine.core.private import private_dir
 from engine.core.settings import RunSettings
-from engine.eval.ab import (DEFAULT_KEEPS, AbCaseDone, AbError, AbEvent, AbFinished, AbProgress, AbRunDone,
-                            keep_setting, parse_keeps, run_suite, settings_record)
-from engine.eval.journal import (JournalHeader, append_case, claim_journal, default_journal_path, read_journal,
-                                 start_journal)
+from engine.eval.ab import (
+    DEFAULT_KEEPS,
+    AbCaseDone,
+    AbError,
+    AbEvent,
+    AbFinished,
+    AbProgress,
+    AbRunDone,
+    keep_setting,
+    parse_keeps,
+    run_suite,
+    settings_record,
+)
+from engine.eval.journal import (
+    JournalHeader,
+    append_case,
+    claim_journal,
+    default_journal_path,
+    read_journal,
+    start_journal,
+)
 from engine.eval.report import write_csv, write_html
-from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunSummary, accuracy_text, run_label, run_notes
+from engine.eval.results import (
+    AbReport,
+    CaseRecord,
+    GroupSummary,
+    RunSummary,
+    accuracy_text,
+    run_label,
+    run_notes,
+)
 from engine.eval.suite import Case, load_suite
 
 JOURNAL_HELP = ("Each case is written, as it finishes, to a journal: OUT.journal.jsonl beside --report "

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from engine.cli.loading import load_engine
-from engine.cli.target_shape import add_target_shape_option, apply_target_shape
 from engine.cli.options import add_model_options, add_run_options, int_list, path_arg, run_settings_from
+from engine.cli.target_shape import add_target_shape_option, apply_target_shape
 from engine.core.cancel import CancelToken
 from engine.core.events import RunFinished, StageChanged
 from engine.core.formatting import format_bytes, format_percent

@@ -12,13 +12,33 @@ import logging
 import os
 import sys
 
-from engine.cli import ab, bench, cache, calibrate, chat, doctor, estimate, models, needles, run, serve, worker
+from engine.cli import (
+    ab,
+    bench,
+    cache,
+    calibrate,
+    chat,
+    doctor,
+    estimate,
+    models,
+    needles,
+    run,
+    serve,
+    worker,
+)
 from engine.cli.loading import install_ctrl_c
 from engine.cli.options import EXIT_USAGE, OneLineParser
 from engine.core.about import app_version
 from engine.core.cancel import CancelToken
-from engine.core.errors import (Cancelled, ContextOverflowError, DefaultModelsError, NotCalibratedError,
-                                PasswordError, PositionsUnsupportedError, SpecPrefillError)
+from engine.core.errors import (
+    Cancelled,
+    ContextOverflowError,
+    DefaultModelsError,
+    NotCalibratedError,
+    PasswordError,
+    PositionsUnsupportedError,
+    SpecPrefillError,
+)
 
 EXIT_INTERNAL = 1
 EXIT_CANCELLED = 130

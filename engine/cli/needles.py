@@ -7,12 +7,28 @@ import json
 import sys
 
 from engine.cli.loading import load_engine
-from engine.cli.options import (add_model_options, add_run_options, int_list, integers, path_arg,
-                                run_settings_from)
+from engine.cli.options import (
+    add_model_options,
+    add_run_options,
+    int_list,
+    integers,
+    path_arg,
+    run_settings_from,
+)
 from engine.core.cancel import CancelToken
 from engine.core.errors import SettingsError
-from engine.eval.needles import (DEPTHS, DRAFT_READS, as_json, ask_needle, ask_needles_together, draft_keeps_needle,
-                                 haystack, insert_needle, needle_for, require_distinct)
+from engine.eval.needles import (
+    DEPTHS,
+    DRAFT_READS,
+    as_json,
+    ask_needle,
+    ask_needles_together,
+    draft_keeps_needle,
+    haystack,
+    insert_needle,
+    needle_for,
+    require_distinct,
+)
 from engine.ingest import load_document
 
 

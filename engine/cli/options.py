@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import SettingsError
-from engine.core.settings import SESSION_ONLY_SETTINGS, ModelSettings, Option, RunSettings, describe, options, value_type
+from engine.core.settings import (
+    SESSION_ONLY_SETTINGS,
+    ModelSettings,
+    Option,
+    RunSettings,
+    describe,
+    options,
+    value_type,
+)
 from engine.models.resolve import resolve_model
 
 EXIT_USAGE = 2

@@ -28,9 +28,9 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import SettingsError
-from engine.draft.selection import smooth_rows, step_importance
 from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS, RunSettings
 from engine.core.steps import Steps, chunk_ranges, run_to_end
+from engine.draft.selection import smooth_rows, step_importance
 
 ATTN_IMPL = "specprefill"
 

@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -420,7 +420,7 @@ def describe_environment(engine: Engine, settings: RunSettings, records: list[Ca
         device=info.device, n_ctx=info.n_ctx, restore_supported=info.positions_supported,
         positions_requested=settings.positions, positions_used=_positions_used(records), threads=_threads(info),
         versions=_versions(info), platform=platform.platform(),
-        date=datetime.now(timezone.utc).isoformat(timespec="seconds"), settings=settings_record(settings),
+        date=datetime.now(UTC).isoformat(timespec="seconds"), settings=settings_record(settings),
         reuse_cache=reuse_cache)
 
 

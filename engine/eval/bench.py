@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, replace
 from engine.core.atomic import write_bytes_atomic
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import EngineEvent, RunFinished, RunResult
+from engine.core.settings import RunSettings
 from engine.eval.results import without_unknown_fit
 from engine.pipeline import Engine, EngineInfo
-from engine.core.settings import RunSettings
 
 BENCH_QUESTION = "Summarize the main topic of this document in one sentence."
 

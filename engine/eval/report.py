@@ -16,8 +16,20 @@ from operator import attrgetter
 from engine.core.atomic import write_text_atomic
 from engine.core.formatting import MISSING, format_count, format_percent, format_ratio, format_seconds
 from engine.core.settings import AUTO_KEEP
-from engine.eval.results import (CACHED, FIT_FIELDS, AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary,
-                                 Summary, accuracy_text, cached_note, fit_note, run_label)
+from engine.eval.results import (
+    CACHED,
+    FIT_FIELDS,
+    AbReport,
+    CaseRecord,
+    GroupSummary,
+    RunRecord,
+    RunSummary,
+    Summary,
+    accuracy_text,
+    cached_note,
+    fit_note,
+    run_label,
+)
 
 BASELINE_COLOR = "#6b7280"
 SPEC_COLOR = "#2563eb"

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from engine.core.errors import ContextOverflowError
-from engine.llama.prompt import PreparedPrompt
 from engine.llama.native import LlamaModel
+from engine.llama.prompt import PreparedPrompt
 
 
 @dataclass(frozen=True)

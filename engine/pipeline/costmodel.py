@@ -159,7 +159,7 @@ def load(path: Path | None = None) -> CostModel | None:
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as exc:
-        raise NotCalibratedError(f"{path} is not a valid calibration file ({exc})")
+        raise NotCalibratedError(f"{path} is not a valid calibration file ({exc})") from exc
 
 
 def load_matching(info, path: Path | None = None) -> CostModel | None:

@@ -109,7 +109,9 @@ def _parameters(path: Path) -> int:
 
 
 def _verdict(target: Path, draft: Path) -> str:
-    from engine.pipeline.vocab_check import compare_files  # lazy: llama.cpp loads here, not at the app's start
+    from engine.pipeline.vocab_check import (
+        compare_files,  # lazy: llama.cpp loads here, not at the app's start
+    )
 
     try:
         return compare_files(target, draft).verdict

@@ -9,8 +9,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core.settings import (AUTO_KEEP, AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
-                                  AUTO_LONG_LOOKUP_TOKENS, RunSettings)
+from engine.core.settings import (
+    AUTO_KEEP,
+    AUTO_KEEP_BROAD,
+    AUTO_KEEP_CEILING,
+    AUTO_KEEP_FLOOR,
+    AUTO_KEEP_JOINED,
+    AUTO_LONG_LOOKUP_TOKENS,
+    RunSettings,
+)
 from engine.draft.keep_policy import choose_keep, is_broad_question
 from engine.draft.question_words import bm25_chunk_scores, chunk_texts
 from engine.draft.selection import chunk_scores, plan_selection, protected_chunks

@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             assert ctx.decode(np.array([first], np.int32), np.array([n + len(tail) + i], np.int32), True) == 0
             steps.append(time.perf_counter() - t)
-        print(f"fa={fa} N={n} cold={cold:.1f}s tail={['%.3f' % x for x in tails]} "
-              f"decode={['%.3f' % x for x in steps]} first={first}", flush=True)
+        print(f"fa={fa} N={n} cold={cold:.1f}s tail={[f'{x:.3f}' for x in tails]} "
+              f"decode={[f'{x:.3f}' for x in steps]} first={first}", flush=True)
         ctx.close()
     return 0
 

@@ -140,16 +140,23 @@ def main(argv: list[str] | None = None) -> int:
         row = {"id": case["id"], "tokens": len(tokens)}
         variants = {}
 
-        STEPS.clear(); LOOK.clear()
-        t = time.perf_counter(); r = qwen.score(tokens, ScoringParams(lookahead=8)); variants["qwen"] = (r.importance, time.perf_counter() - t)
+        STEPS.clear()
+        LOOK.clear()
+        t = time.perf_counter()
+        r = qwen.score(tokens, ScoringParams(lookahead=8))
+        variants["qwen"] = (r.importance, time.perf_counter() - t)
         la4 = torch.stack(STEPS[:4]).double().mean(0).numpy()
         row["lookahead_s_8"] = round(LOOK[0], 2)
         variants["qwen-la4"] = (la4, variants["qwen"][1] - LOOK[0] * (1 - 4 / len(STEPS)))
         for w in (4096, 2048):
-            t = time.perf_counter(); r = qwen.score(tokens, ScoringParams(lookahead=8, window=w)); variants[f"qwen-w{w}"] = (r.importance, time.perf_counter() - t)
+            t = time.perf_counter()
+            r = qwen.score(tokens, ScoringParams(lookahead=8, window=w))
+            variants[f"qwen-w{w}"] = (r.importance, time.perf_counter() - t)
         qwen.model.model.layers = layers[:12]
         try:
-            t = time.perf_counter(); r = qwen.score(tokens, ScoringParams(lookahead=8)); variants["qwen-L12"] = (r.importance, time.perf_counter() - t)
+            t = time.perf_counter()
+            r = qwen.score(tokens, ScoringParams(lookahead=8))
+            variants["qwen-L12"] = (r.importance, time.perf_counter() - t)
         finally:
             qwen.model.model.layers = layers
         imp, dt, n_smol = smol_importance_on_target(smol, smol_tok, text, offsets, len(tokens))

@@ -20,10 +20,22 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.resources import resource_path
-from engine.core.settings import (AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
-                                  AUTO_LONG_LOOKUP_TOKENS, RunSettings)
-from engine.draft.keep_policy import (SPREAD_HIGH, SPREAD_LOW, choose_keep, is_broad_question, score_spread,
-                                      spread_position)
+from engine.core.settings import (
+    AUTO_KEEP_BROAD,
+    AUTO_KEEP_CEILING,
+    AUTO_KEEP_FLOOR,
+    AUTO_KEEP_JOINED,
+    AUTO_LONG_LOOKUP_TOKENS,
+    RunSettings,
+)
+from engine.draft.keep_policy import (
+    SPREAD_HIGH,
+    SPREAD_LOW,
+    choose_keep,
+    is_broad_question,
+    score_spread,
+    spread_position,
+)
 from engine.eval.suite import load_suite
 
 

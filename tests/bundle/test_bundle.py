@@ -25,10 +25,10 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtGui import QImage
 
-from engine.api import app_version
-from engine.models import defaults
 from desktop.screenshot import EXIT_OK, EXIT_UI_ERROR
 from desktop.settings_store import APPLICATION, ORGANIZATION, RunPreferences, SettingsStore
+from engine.api import app_version
+from engine.models import defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "packaging" / "build_dist.py"

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings, QTimer
 
+from desktop.main_window import MainWindow
 from engine.core.cancel import CancelToken
-from engine.pipeline.costmodel import CostModel, Quadratic
 from engine.core.errors import ContextOverflowError, IngestError, PasswordError, SpecPrefillError
 from engine.core.events import (
     Notice,
@@ -36,10 +36,10 @@ from engine.core.events import (
     TokenGenerated,
     run_order,
 )
-from engine.ingest.document import Document, Segment
-from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.core.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
-from desktop.main_window import MainWindow
+from engine.ingest.document import Document, Segment
+from engine.pipeline.costmodel import CostModel, Quadratic
+from engine.pipeline.fitting import WindowFit, seen_fraction
 from tests.gui.fake_sessions import FakeSessions, for_run
 
 CHARS_PER_TOKEN = 4

@@ -23,8 +23,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from engine.core.cancel import CancelToken
-from engine.core.events import (BackgroundEnded, BackgroundProgress, Notice, ReadAheadEnded, ReadAheadProgress,
-                                RunFinished, run_order)
+from engine.core.events import (
+    BackgroundEnded,
+    BackgroundProgress,
+    Notice,
+    ReadAheadEnded,
+    ReadAheadProgress,
+    RunFinished,
+    run_order,
+)
 from engine.core.settings import RunSettings
 from engine.pipeline.session import DocumentSession
 

@@ -11,16 +11,16 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QApplication, QLabel
 
-from engine.core.about import APP_NAME, app_version
-from engine.core.notices import NOTICES
-from engine.core.settings import RunSettings
-from engine.ingest.document import Document
 from desktop import about, app, heat_colors
 from desktop.answer_diff import DIFF_STYLES
 from desktop.error_banner import ErrorBanner, banner_style
 from desktop.kept_view import KeptTokenView, legend_html
 from desktop.screenshot import EXIT_OK, ShotPlan
 from desktop.theme import MIN_CONTRAST, THEME_DARK, apply_theme, contrast_ratio, text_css, text_on
+from engine.core.about import APP_NAME, app_version
+from engine.core.notices import NOTICES
+from engine.core.settings import RunSettings
+from engine.ingest.document import Document
 from tests.gui.conftest import build_prompt, make_selection
 from tests.gui.test_app import run_director, shot_window  # noqa: F401  (a fixture)
 from tests.gui.test_kept_view import numbered_text, three_pages

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
-from engine.core.resources import desktop_file_path
-from engine.core.settings import ModelSettings
 from desktop import app
 from desktop.main_window import MainWindow
 from desktop.screenshot import EXIT_OK, ScreenshotDirector, ShotPlan
+from engine.core.resources import desktop_file_path
+from engine.core.settings import ModelSettings
 from tests.gui.conftest import fake_load_document
 
 

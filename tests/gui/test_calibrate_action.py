@@ -16,11 +16,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
 
 import tests.gui.conftest as gui_conftest
+from desktop.document_info import NOT_CALIBRATED
+from desktop.error_banner import failure_text
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import NotCalibratedError, RuntimeFailure
 from engine.core.paths import calibration_path
-from desktop.document_info import NOT_CALIBRATED
-from desktop.error_banner import failure_text
 from tests.gui.conftest import FakeEngine, wait, wait_run_done
 from tests.gui.test_prediction import AT_20, open_counted
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from engine.api import (ContextOverflowError, DefaultModelsError, IngestError, NotCalibratedError, PasswordError,
-                        PositionsUnsupportedError, SettingsError)
 from desktop.error_banner import failure_text
+from engine.api import (
+    ContextOverflowError,
+    DefaultModelsError,
+    IngestError,
+    NotCalibratedError,
+    PasswordError,
+    PositionsUnsupportedError,
+    SettingsError,
+)
 from tests.gui.conftest import fake_load_document, wait_run_done
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
-from engine.ingest.document import Document, Segment
-from engine.core.settings import RunSettings
 from desktop import heat_colors
 from desktop.kept_view import KeptTokenView
+from engine.core.settings import RunSettings
+from engine.ingest.document import Document, Segment
 from tests.gui.conftest import CHARS_PER_TOKEN, build_prompt, make_selection
 
 

@@ -6,13 +6,21 @@ import threading
 
 import pytest
 
-from engine.core.events import Notice, Progress, RunFinished, RunResult, SelectionMade, StageChanged, TokenGenerated
-from engine.eval.metrics import answer_agreement
-from engine.core.settings import RunSettings
-from desktop.answer_diff import AnswerCompareView, word_diff
 from desktop import comparison_bar
+from desktop.answer_diff import AnswerCompareView, word_diff
 from desktop.comparison_bar import ComparisonBar
 from desktop.run_pane import RunPane, eta_seconds, stage_predictions
+from engine.core.events import (
+    Notice,
+    Progress,
+    RunFinished,
+    RunResult,
+    SelectionMade,
+    StageChanged,
+    TokenGenerated,
+)
+from engine.core.settings import RunSettings
+from engine.eval.metrics import answer_agreement
 from tests.gui.conftest import build_prompt, make_selection
 
 

@@ -12,12 +12,12 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QDialogButtonBox, QStatusBar
 
-from engine.api import DEFAULT_WORKER_PORT, Endpoint, ModelSettings, WorkerMemory
 from desktop import remote_workers
 from desktop.engine_status import EngineStatus, devices_text
 from desktop.remote_workers import RemoteWorkersPanel, memory_text
 from desktop.settings_dialog import SettingsDialog
 from desktop.settings_store import RunPreferences, SettingsStore
+from engine.api import DEFAULT_WORKER_PORT, Endpoint, ModelSettings, WorkerMemory
 from tests.gui.conftest import FakeInfo
 
 TWO_WORKERS = "127.0.0.1:50052,127.0.0.1:50053"

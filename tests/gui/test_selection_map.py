@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.core.events import Selection
 from desktop.selection_map import chunk_spans, complement, covered_fraction, kept_ranges, merge_ranges
 from desktop.text_projection import TextProjection, Utf16Index
+from engine.core.events import Selection
 
 
 def selection_for(offsets, starts, scores, kept, protected=(), doc_span=(10, 50), chunk_size=2):

@@ -9,10 +9,10 @@ import time
 import pytest
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox
 
-from engine.api import SERVED_BY_LABELS, ModelSettings, option_of
 from desktop.doc_threads import FOLLOW_UP_CAPTION
 from desktop.settings_dialog import SettingsDialog
 from desktop.settings_store import RunPreferences, SettingsStore
+from engine.api import SERVED_BY_LABELS, ModelSettings, option_of
 from tests.gui.conftest import SPEC_ANSWER, open_and_ask, page_text, wait_run_done
 
 READY_NOTE = "Follow-ups answer from the full cached document"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QCheckBox, QComboBox, QSpinBox
 
-from engine.api import ModelSettings, RunSettings, option_of, options
 from desktop.run_controls import RunControls
 from desktop.settings_dialog import SettingsDialog
 from desktop.settings_store import RunPreferences, SettingsStore
+from engine.api import ModelSettings, RunSettings, option_of, options
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog
 
-from engine.core.cancel import CancelToken
 from desktop.app import load_real_document
+from engine.core.cancel import CancelToken
 from tests.gui.conftest import CHARS_PER_TOKEN, fake_load_document, wait
 
 

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from engine.core.events import Progress, StageChanged
-from engine.pipeline.costmodel import CostModel, Quadratic
 from desktop.question_bar import PRESETS
 from desktop.settings_store import RunPreferences
+from engine.core.events import Progress, StageChanged
+from engine.pipeline.costmodel import CostModel, Quadratic
 from tests.gui.conftest import BASELINE_ANSWER, SPEC_ANSWER, open_and_ask, ticking_timer, wait_run_done
 
 

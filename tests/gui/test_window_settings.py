@@ -8,10 +8,10 @@ from pathlib import Path
 from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QDialogButtonBox, QPushButton
 
-from engine.models import defaults as models
-from engine.core.settings import ModelSettings, RunSettings
 from desktop.load_dialog import ModelLoadDialog
 from desktop.settings_store import RunPreferences, SettingsStore
+from engine.core.settings import ModelSettings, RunSettings
+from engine.models import defaults as models
 
 
 def test_status_bar_shows_models_positions_memory_and_device(window):

@@ -9,8 +9,8 @@ import time
 import pytest
 from PySide6.QtCore import QThread
 
-from engine.core.errors import SpecPrefillError
 from desktop.worker import Worker, make_pool
+from engine.core.errors import SpecPrefillError
 
 
 @pytest.fixture
@@ -38,8 +38,7 @@ def record(worker: Worker) -> dict:
 def test_generator_events_arrive_in_order_on_the_gui_thread(qtbot, pool):
     def job(ctx):
         assert threading.current_thread() is not threading.main_thread()
-        for i in range(5):
-            yield i
+        yield from range(5)
         return "done"
 
     worker = Worker(job, name="gen")

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from engine.core.events import RunFinished, SelectionMade
+from engine.core.settings import RunSettings
 from engine.ingest import load_document
 from engine.pipeline import Engine
-from engine.core.settings import RunSettings
 
 pytestmark = pytest.mark.real_models
 QUESTION = "Where is the zlib documentation (man pages, etc.)? Name the file."

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from engine.core.cancel import CancelToken
 from engine.cli.main import main as cli_main
+from engine.core.cancel import CancelToken
 from engine.core.errors import Cancelled
 from engine.ingest import load_document
 

@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.draft.selection import plan_selection
 from engine.core.errors import IngestError
+from engine.draft.selection import plan_selection
 from engine.ingest import load_document
 from tests.fixtures.pdfs import encrypt_pdf, make_pdf
 from tests.reliability import fuzz_figures

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from engine.core import memory as memory_budget
-from engine.models import defaults as models
-from engine.llama.context_fit import fit_prompt
 from engine.core.errors import ContextOverflowError, DefaultModelsError, InsufficientMemoryError, ModelError
 from engine.core.events import Notice, RunFinished
 from engine.core.memory import format_bytes
-from engine.pipeline import Engine
 from engine.core.settings import ModelSettings, RunSettings
+from engine.llama.context_fit import fit_prompt
+from engine.models import defaults as models
+from engine.pipeline import Engine
 from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab, write_tiny_qwen2_gguf
 from tests.reliability.support import assert_one_error_line, run_cli, tiny_model_flags
 

@@ -17,9 +17,9 @@ import engine.draft.scorer
 from engine.core.cancel import CancelToken
 from engine.core.errors import Cancelled, EngineBusyError, RuntimeFailure
 from engine.core.events import Progress, RunFinished, StageChanged, TokenGenerated
+from engine.core.settings import ModelSettings, RunSettings
 from engine.ingest import load_document
 from engine.pipeline import Engine
-from engine.core.settings import ModelSettings, RunSettings
 from tests.fixtures.pdfs import write_pdf
 from tests.reliability.support import run_cli, tiny_model_flags
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.pipeline import Engine
 from engine.core.settings import ModelSettings
+from engine.pipeline import Engine
 from tests.fixtures.tiny_gguf import write_tiny_pair
 
 

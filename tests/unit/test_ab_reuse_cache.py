@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.settings import ModelSettings, RunSettings
 from engine.core.paths import state_cache_dir
+from engine.core.settings import ModelSettings, RunSettings
 from engine.eval.ab import run_suite_report
 from engine.eval.report import CSV_COLUMNS, render_csv
 from engine.eval.results import AbReport, RunRecord

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
+from engine.core.errors import SpecPrefillError
 from engine.eval.calibrate import calibrate
 from engine.pipeline import costmodel
 from engine.pipeline.costmodel import CostModel, Quadratic, fit_quadratic
-from engine.core.errors import SpecPrefillError
 
 
 def test_fit_recovers_a_quadratic():

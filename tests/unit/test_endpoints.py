@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from engine.core.endpoints import (DEFAULT_WORKER_PORT, Endpoint, parse_endpoint, with_default_port,
-                                   worker_start_command)
+from engine.core.endpoints import (
+    DEFAULT_WORKER_PORT,
+    Endpoint,
+    parse_endpoint,
+    with_default_port,
+    worker_start_command,
+)
 from engine.core.errors import SettingsError
 
 

@@ -58,7 +58,7 @@ RECOUNT = {
     "flask-best-practices-count": lambda t: len(re.findall(
         r"^\d+\.\s", _section(t, "Configuration Best Practices", "Development / Production"), re.M)),
     "click-envvar-true-values-count": lambda t: len(re.findall(
-        r"`[^`]+`", next(l for l in t.splitlines() if "are interpreted as activating the flag" in l))),
+        r"`[^`]+`", next(line for line in t.splitlines() if "are interpreted as activating the flag" in line))),
     "click-value-sources-count": lambda t: len(re.findall(
         r"^\d+\.\s", _section(t, "### Value sources", "### Slot arbitration"), re.M)),
     "cachetools-func-decorators-count": lambda t: len(re.findall(

@@ -5,8 +5,17 @@ from __future__ import annotations
 import pytest
 
 from engine.core import memory
-from engine.core.formatting import (MISSING, format_accuracy, format_bytes, format_count, format_percent,
-                                    format_percent_short, format_rate, format_ratio, format_seconds)
+from engine.core.formatting import (
+    MISSING,
+    format_accuracy,
+    format_bytes,
+    format_count,
+    format_percent,
+    format_percent_short,
+    format_rate,
+    format_ratio,
+    format_seconds,
+)
 
 
 def test_seconds():

@@ -291,7 +291,7 @@ def test_unsupported_file(tmp_path, name, content):
 
 
 def test_decode_bytes_reports_replacement():
-    assert decode_bytes("ok".encode()) == ("ok", True)
+    assert decode_bytes(b"ok") == ("ok", True)
     text, clean = decode_bytes(b"a\xffb")
     assert text == "a\ufffdb" and clean is False
 

@@ -8,14 +8,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from engine.cli.options import OneLineParser, add_run_options, run_settings_from
 from engine.core.errors import SettingsError
 from engine.core.events import RunFinished, RunResult, SelectionMade
-from engine.core.settings import (AUTO_KEEP_BROAD, AUTO_KEEP_CEILING, AUTO_KEEP_FLOOR, AUTO_KEEP_JOINED,
-                                  AUTO_LONG_LOOKUP_TOKENS, RunSettings,
-                                  nominal_keep)
+from engine.core.settings import (
+    AUTO_KEEP_BROAD,
+    AUTO_KEEP_CEILING,
+    AUTO_KEEP_FLOOR,
+    AUTO_KEEP_JOINED,
+    AUTO_LONG_LOOKUP_TOKENS,
+    RunSettings,
+    nominal_keep,
+)
 from engine.draft.keep_policy import choose_keep, is_broad_question, is_joined_question, score_spread
 from engine.draft.selection import chunk_parts, coverage_picks, select_chunks
 from engine.eval.ab import AbError, parse_keeps

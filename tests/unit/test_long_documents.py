@@ -9,16 +9,16 @@ from engine.core.cancel import CancelToken
 from engine.core.errors import Cancelled, ContextOverflowError
 from engine.core.events import Notice, Progress, RunFinished, SelectionMade, StageChanged
 from engine.core.settings import RunSettings
+from engine.core.steps import run_to_end
 from engine.draft.scorer import DraftScorer, ScoringParams
 from engine.draft.segments import iter_score_segments, plan_segments, segment_tokens
 from engine.draft.selection import plan_selection, select_chunks
-from engine.core.steps import run_to_end
 from engine.pipeline.costmodel import CostModel, Quadratic
 from engine.pipeline.draft_cache import DraftCaches
-from engine.pipeline.state_store import StateStore
 from engine.pipeline.fitting import WindowFit, seen_fraction
 from engine.pipeline.kept_positions import compressed_positions, place_kept
 from engine.pipeline.session import DocumentSession
+from engine.pipeline.state_store import StateStore
 from tests.unit.tiny_models import tiny_qwen2
 
 MAX_NEW = 8

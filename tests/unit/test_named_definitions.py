@@ -6,7 +6,9 @@ from __future__ import annotations
 import keyword
 
 import numpy as np
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from engine.draft.selection import select_chunks
 from engine.ingest.document import Segment

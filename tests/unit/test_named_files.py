@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from engine.core.events import Notice, RunFinished, RunResult, SelectionMade
 from engine.core.settings import RunSettings

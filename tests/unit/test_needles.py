@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from engine.core.settings import RunSettings
-from engine.eval.needles import (DEPTHS, NEEDLES, ask_needle, ask_needles_together, draft_keeps_needle, haystack,
-                                 insert_needle, insert_needles, needle_for, needle_token_span)
+from engine.eval.needles import (
+    DEPTHS,
+    NEEDLES,
+    ask_needle,
+    ask_needles_together,
+    draft_keeps_needle,
+    haystack,
+    insert_needle,
+    insert_needles,
+    needle_for,
+    needle_token_span,
+)
 from engine.pipeline.draft_cache import DraftCaches
 
 TEXT = "\n".join(f"Line {i}: the {['amber', 'cobalt', 'jade'][i % 3]} lamp burns in room {i * 3}." for i in range(200))

@@ -22,8 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.resources import (CALIBRATION_SAMPLE, DESKTOP_FILE, DEV_SUITE, ICON_NAME, ICON_SIZES,
-                                   RESOURCE_PACKAGE, desktop_file_path, icon_paths)
+from engine.core.resources import (
+    CALIBRATION_SAMPLE,
+    DESKTOP_FILE,
+    DEV_SUITE,
+    ICON_NAME,
+    ICON_SIZES,
+    RESOURCE_PACKAGE,
+    desktop_file_path,
+    icon_paths,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "engine", "desktop", "resources")

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from engine.core.cancel import CancelToken
-from engine.draft.loader import dequantized_dir
 from engine.core.errors import Cancelled, ContextOverflowError, ModelError, SettingsError
 from engine.core.events import Notice, Progress, RunFinished, SelectionMade, StageChanged, TokenGenerated
-from engine.pipeline.costmodel import CostModel, Quadratic
-from engine.pipeline import Engine
 from engine.core.settings import DEFAULT_MIN_TOKENS, ModelSettings, RunSettings
+from engine.draft.loader import dequantized_dir
+from engine.pipeline import Engine
+from engine.pipeline.costmodel import CostModel, Quadratic
 from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab
 
 DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))

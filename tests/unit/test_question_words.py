@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from engine.core.settings import RunSettings
-from engine.draft.question_words import (bm25_chunk_scores, chunk_texts, percentiles, ranked_with_words,
-                                         words)
+from engine.draft.question_words import bm25_chunk_scores, chunk_texts, percentiles, ranked_with_words, words
 from engine.llama.prompt import PreparedPrompt, PromptParts
 from engine.pipeline.selection_plan import plan_request_selection
 

@@ -1,14 +1,14 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
 from engine.core.cancel import CancelToken
-from dataclasses import replace
-
-from engine.core.steps import run_to_end
-from engine.draft.scorer import DraftPrefix, DraftScorer, ScoringParams
 from engine.core.errors import Cancelled, SettingsError
 from engine.core.settings import RunSettings
+from engine.core.steps import run_to_end
+from engine.draft.scorer import DraftPrefix, DraftScorer, ScoringParams
 from tests.unit.tiny_models import tiny_qwen2
 
 

@@ -4,8 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from engine.draft.selection import (chunk_scores, kept_token_indices, plan_selection, protected_chunks,
-                                    select_chunks, smooth_rows, step_importance)
+from engine.draft.selection import (
+    chunk_scores,
+    kept_token_indices,
+    plan_selection,
+    protected_chunks,
+    select_chunks,
+    smooth_rows,
+    step_importance,
+)
 
 
 def test_smooth_rows_hand_computed():

@@ -24,7 +24,6 @@ import install_torch  # noqa: E402
 import preflight  # noqa: E402
 
 
-
 @pytest.fixture
 def cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

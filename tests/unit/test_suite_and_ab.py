@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-
-import engine.cli.ab
 import base64
 import csv
 import io
@@ -16,24 +14,35 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.core import atomic
-from engine.eval import ab as ab_runner
-from engine.models import defaults as models
-from engine.eval.ab import (AbCaseDone, AbError, AbFinished, AbProgress, AbRunDone, estimate_remaining,
-                            parse_keeps, run_suite, run_suite_report, settings_record)
+import engine.cli.ab
 from engine.cli.ab import add_parser as add_ab_parser
 from engine.cli.ab import command as cmd_ab
-from engine.core.formatting import format_duration
+from engine.core import atomic
 from engine.core.atomic import write_text_atomic
 from engine.core.cancel import NEVER
 from engine.core.errors import Cancelled, ContextOverflowError, SpecPrefillError
 from engine.core.events import RunFinished, RunResult, StageChanged
-from engine.eval.journal import JournalHeader, append_case, read_journal, start_journal
+from engine.core.formatting import format_duration
+from engine.core.settings import RunSettings
+from engine.eval import ab as ab_runner
 from engine.eval import report as report_module
+from engine.eval.ab import (
+    AbCaseDone,
+    AbError,
+    AbFinished,
+    AbProgress,
+    AbRunDone,
+    estimate_remaining,
+    parse_keeps,
+    run_suite,
+    run_suite_report,
+    settings_record,
+)
+from engine.eval.journal import JournalHeader, append_case, read_journal, start_journal
 from engine.eval.report import render_csv, render_html, write_csv
 from engine.eval.results import AbReport
-from engine.core.settings import RunSettings
 from engine.eval.suite import Case, SuiteError, load_suite
+from engine.models import defaults as models
 from tests.fixtures.unwritable import make_read_only  # noqa: F401 (a fixture)
 
 # -- a scripted engine ------------------------------------------------------------------

@@ -8,8 +8,16 @@ import pytest
 
 from engine.llama.native import LlamaContext, LlamaModel
 from engine.models import defaults
-from engine.models.shapes import (SHAPES, TIMING_ONLY, TargetShape, ensure_shape_file, random_blocks,
-                                  shape_by_name, tensor_plan, uses_more_bits)
+from engine.models.shapes import (
+    SHAPES,
+    TIMING_ONLY,
+    TargetShape,
+    ensure_shape_file,
+    random_blocks,
+    shape_by_name,
+    tensor_plan,
+    uses_more_bits,
+)
 from engine.pipeline.vocab_check import compare_files
 from tests.fixtures.tiny_gguf import write_tiny_qwen2_gguf
 

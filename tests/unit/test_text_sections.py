@@ -47,7 +47,7 @@ def test_long_text_before_the_first_heading_is_its_own_section_under_the_file_na
     assert [s.label for s in text_sections(text, "notes.md")] == ["notes.md", "First"]
 
 
-@pytest.mark.parametrize("text", ["no headings at all\n" * 300, f"# One\n\n{BODY}\n", f"# A\n\nx\n\n# B\n\ny\n"])
+@pytest.mark.parametrize("text", ["no headings at all\n" * 300, f"# One\n\n{BODY}\n", "# A\n\nx\n\n# B\n\ny\n"])
 def test_fewer_than_two_sections_leave_the_file_whole(text):
     sections = text_sections(text, "notes.md")
     assert [(s.label, s.kind, s.start, s.end) for s in sections] == [("notes.md", "text", 0, len(text))]

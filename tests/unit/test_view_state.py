@@ -10,9 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from desktop.view_state import (BUSY_AB, BUSY_CALIBRATION, BUSY_LOADING_MODELS, BUSY_NO_MODELS, BUSY_RUN,
-                                DOCUMENT_LOADING, NO_DOCUMENT, NO_QUESTION, Enablement, ViewState, enablement,
-                                why_cannot_clear, why_cannot_run, why_engine_busy)
+from desktop.view_state import (
+    BUSY_AB,
+    BUSY_CALIBRATION,
+    BUSY_LOADING_MODELS,
+    BUSY_NO_MODELS,
+    BUSY_RUN,
+    DOCUMENT_LOADING,
+    NO_DOCUMENT,
+    NO_QUESTION,
+    Enablement,
+    ViewState,
+    enablement,
+    why_cannot_clear,
+    why_cannot_run,
+    why_engine_busy,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 VIEW_STATE = ROOT / "desktop" / "view_state.py"

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.children import child_env, python_command
 from engine.core.endpoints import Endpoint

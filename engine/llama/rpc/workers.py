@@ -58,7 +58,7 @@ def probe(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT_S) -> str:
             return ""
     except ConnectionRefusedError:
         return "refused the connection"
-    except socket.timeout:
+    except TimeoutError:
         return f"did not answer in {timeout:.0f} s"
     except OSError as exc:
         return exc.strerror or str(exc)
