@@ -75,8 +75,13 @@ def run_cells(record: RunRecord, keep: str | None) -> tuple[str, ...]:
 
 
 def summary_cells(s: RunSummary, with_cached: bool = False) -> tuple[str, ...]:
-    cells = (format_accuracy(s.accuracy, s.n_scored), format_percent(s.agreement), format_seconds(s.mean_ttft_s),
-             format_ratio(s.speedup), _count(s.n_bypassed))
+    cells = (
+        format_accuracy(s.accuracy, s.n_scored),
+        format_percent(s.agreement),
+        format_seconds(s.mean_ttft_s),
+        format_ratio(s.speedup),
+        _count(s.n_bypassed),
+    )
     return (*cells, _count(s.n_cached), format_seconds(s.cached_mean_ttft_s)) if with_cached else cells
 
 
@@ -94,8 +99,11 @@ def failures_text(group: GroupSummary) -> str:
 
 
 def column_headers(keeps: list[str]) -> list[str]:
-    return ["case", *(f"baseline {c}" for c in BASELINE_COLUMNS),
-            *(f"keep {keep} {c}" for keep in keeps for c in KEEP_COLUMNS)]
+    return [
+        "case",
+        *(f"baseline {c}" for c in BASELINE_COLUMNS),
+        *(f"keep {keep} {c}" for keep in keeps for c in KEEP_COLUMNS),
+    ]
 
 
 # --- widgets ----------------------------------------------------------------------------------
@@ -196,7 +204,9 @@ class SummaryTable(QWidget):
 
     def show_summary(self, summary: Summary) -> None:
         rows = [(run_label(keep), s) for keep, s in summary.overall.runs()]
-        with_cached = has_cached_runs(summary)  # mean TTFT is then over cold runs only: cached ones stand apart
+        with_cached = has_cached_runs(
+            summary
+        )  # mean TTFT is then over cold runs only: cached ones stand apart
         headers = ["run", *SUMMARY_COLUMNS, *(CACHED_SUMMARY_COLUMNS if with_cached else ())]
         self.table.clear()
         self.table.setColumnCount(len(headers))
@@ -254,8 +264,11 @@ class PlotsView(QWidget):
     def _fit(self) -> None:
         for label, pixmap in self._pngs.items():
             size = label.size().boundedTo(pixmap.size())  # never blow a plot up past its drawn size
-            label.setPixmap(pixmap.scaled(size, Qt.AspectRatioMode.KeepAspectRatio,
-                                          Qt.TransformationMode.SmoothTransformation))
+            label.setPixmap(
+                pixmap.scaled(
+                    size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
+                )
+            )
 
 
 class AbResultsView(QWidget):

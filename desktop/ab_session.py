@@ -44,7 +44,9 @@ class AbRequest:
     cases: list[Case]
     keeps: list[str]
     settings: RunSettings  # every field but keep, which each SpecPrefill run sets
-    reuse_cache: bool = False  # one document session per document: cached runs labelled, kept out of cold means
+    reuse_cache: bool = (
+        False  # one document session per document: cached runs labelled, kept out of cold means
+    )
 
 
 @dataclass(frozen=True)
@@ -86,15 +88,19 @@ class _RowScorer:
         if keep is None:
             self._baseline_answers[done.case_id] = done.result.answer
         reference = None if keep is None else self._baseline_answers[done.case_id]
-        return AbRow(done.case_id, keep, run_record(done.result, self._answers[done.case_id], reference,
-                                                    self._key_points[done.case_id]))
+        return AbRow(
+            done.case_id,
+            keep,
+            run_record(done.result, self._answers[done.case_id], reference, self._key_points[done.case_id]),
+        )
 
 
 def suite_job(engine: EngineLike, ctx: WorkerContext, request: AbRequest):
     """Forward progress, scored rows and failed cases; return the AbOutcome (a generator: the worker drains it)."""
     scorer = _RowScorer(request.cases, request.keeps)
-    for event in run_suite(engine, request.cases, request.keeps, request.settings, ctx.cancel,
-                           reuse_cache=request.reuse_cache):
+    for event in run_suite(
+        engine, request.cases, request.keeps, request.settings, ctx.cancel, reuse_cache=request.reuse_cache
+    ):
         if isinstance(event, AbFinished):
             return outcome_of(event.report)
         if isinstance(event, AbRunDone):
@@ -108,8 +114,12 @@ def suite_job(engine: EngineLike, ctx: WorkerContext, request: AbRequest):
 
 def outcome_of(report: AbReport) -> AbOutcome:
     summary = report.summary
-    return AbOutcome(report, base64.b64decode(quality_plot_png(summary)), base64.b64decode(ttft_plot_png(summary)),
-                     render_html(report))
+    return AbOutcome(
+        report,
+        base64.b64decode(quality_plot_png(summary)),
+        base64.b64decode(ttft_plot_png(summary)),
+        render_html(report),
+    )
 
 
 class AbSession(EngineJobSession):
@@ -127,9 +137,16 @@ class AbSession(EngineJobSession):
 
     def start(self, request: AbRequest) -> bool:
         """Start a suite; refused (False) while one is active or without an engine."""
-        log.info("A/B %s: %d cases, keeps %s%s", request.title, len(request.cases), ",".join(request.keeps),
-                 ", reusing document caches" if request.reuse_cache else "")
-        return self._start(request, f"A/B suite {request.title}", lambda engine, ctx: suite_job(engine, ctx, request))
+        log.info(
+            "A/B %s: %d cases, keeps %s%s",
+            request.title,
+            len(request.cases),
+            ",".join(request.keeps),
+            ", reusing document caches" if request.reuse_cache else "",
+        )
+        return self._start(
+            request, f"A/B suite {request.title}", lambda engine, ctx: suite_job(engine, ctx, request)
+        )
 
     def _forget_results(self) -> None:
         self._outcome = None

@@ -39,9 +39,11 @@ from engine.api import (
 
 QUICK_CHECK_KEEPS = parse_keeps(DEFAULT_KEEPS)  # three keep values
 REUSE_CACHE_TEXT = "Reuse document caches (cached TTFTs labelled)"
-REUSE_CACHE_TIP = ("Ask each document's questions in one session: its follow-up questions are served from the "
-                   "document's caches, so accuracy is measured many times faster. Their TTFTs are labelled "
-                   "\"cached\" and kept out of the mean TTFT and speed-up, which stay over cold runs only.")
+REUSE_CACHE_TIP = (
+    "Ask each document's questions in one session: its follow-up questions are served from the "
+    "document's caches, so accuracy is measured many times faster. Their TTFTs are labelled "
+    '"cached" and kept out of the mean TTFT and speed-up, which stay over cold runs only.'
+)
 ERROR_COLOR, OK_STYLE = "#b91c1c", ""
 
 
@@ -153,8 +155,9 @@ class AbTab(QWidget):
         if self._current is None:
             return
         document, question = self._current
-        self.runRequested.emit(f"quick check of {document.name}", [quick_check_case(document, question)],
-                               list(QUICK_CHECK_KEEPS))
+        self.runRequested.emit(
+            f"quick check of {document.name}", [quick_check_case(document, question)], list(QUICK_CHECK_KEEPS)
+        )
 
     def _parse_keeps(self) -> list[str] | None:
         try:
@@ -215,5 +218,7 @@ class AbTab(QWidget):
         self.quick_button.setEnabled(self._can_run and self._current is not None)
         self.cancel_button.setEnabled(self._running)
         why_not = "" if self._can_run else self._reason  # say why a button is greyed out
-        self.run_button.setToolTip(why_not or "Run every case: the baseline, then SpecPrefill at each keep value")
+        self.run_button.setToolTip(
+            why_not or "Run every case: the baseline, then SpecPrefill at each keep value"
+        )
         self.quick_button.setToolTip(why_not or "Run the open document's question at three keep values")

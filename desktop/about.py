@@ -17,7 +17,9 @@ NOT_INSTALLED = "not installed"
 NOT_LOADED = "not loaded"
 # Read from the installed packages' metadata: importing torch here would cost seconds at start.
 RUNTIME_PACKAGES = (("torch", "torch"), ("llama-cpp-python", "llama-cpp-python"))
-LICENCES = tuple((notice.name, notice.licence) for notice in NOTICES)  # THIRD_PARTY.md says where each is from
+LICENCES = tuple(
+    (notice.name, notice.licence) for notice in NOTICES
+)  # THIRD_PARTY.md says where each is from
 
 Fact = tuple[str, str]
 
@@ -41,13 +43,18 @@ def model_facts(info: Any | None) -> list[Fact]:
     """The loaded models' names, from the engine's EngineInfo (None: nothing loaded)."""
     if info is None:
         return [("Target model", NOT_LOADED), ("Draft model", NOT_LOADED)]
-    return [("Target model", str(info.target_name)), ("Draft model", str(info.draft_name)),
-            ("llama.cpp CPU path", str(getattr(info, "cpu_path", "") or "not recorded"))]
+    return [
+        ("Target model", str(info.target_name)),
+        ("Draft model", str(info.draft_name)),
+        ("llama.cpp CPU path", str(getattr(info, "cpu_path", "") or "not recorded")),
+    ]
 
 
 def about_html(info: Any | None) -> str:
     def rows(facts: list[Fact]) -> str:
-        return "".join(f"<tr><td>{html.escape(k)}:&nbsp;</td><td>{html.escape(v)}</td></tr>" for k, v in facts)
+        return "".join(
+            f"<tr><td>{html.escape(k)}:&nbsp;</td><td>{html.escape(v)}</td></tr>" for k, v in facts
+        )
 
     return (
         f"<h3>{html.escape(APP_NAME)} {html.escape(app_version())}</h3>"
@@ -60,8 +67,13 @@ def about_html(info: Any | None) -> str:
 
 def about_box(parent: QWidget, info: Any | None) -> QMessageBox:
     """A non-blocking About box (open, not exec: the app keeps running behind it)."""
-    box = QMessageBox(QMessageBox.Icon.NoIcon, f"About {APP_NAME}", about_html(info),
-                      QMessageBox.StandardButton.Close, parent)
+    box = QMessageBox(
+        QMessageBox.Icon.NoIcon,
+        f"About {APP_NAME}",
+        about_html(info),
+        QMessageBox.StandardButton.Close,
+        parent,
+    )
     box.setObjectName("aboutBox")
     box.setTextFormat(Qt.TextFormat.RichText)
     return box

@@ -58,28 +58,52 @@ def load_real_document(path, *, password=None, cancel=None, progress=None):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="specprefill-gui", description="SpecPrefill desktop document analyzer")
+    parser = argparse.ArgumentParser(
+        prog="specprefill-gui", description="SpecPrefill desktop document analyzer"
+    )
     parser.add_argument("--version", action="version", version=f"specprefill-gui {app_version()}")
-    parser.add_argument("path", nargs="?", metavar="PATH", help="open this PDF, text file or code folder at start")
+    parser.add_argument(
+        "path", nargs="?", metavar="PATH", help="open this PDF, text file or code folder at start"
+    )
     parser.add_argument("--doc", metavar="PATH", help="the same as PATH")
-    parser.add_argument("--screenshot", metavar="OUT.png", type=Path, help="save a PNG of the window and exit")
-    parser.add_argument("--run-question", metavar="TEXT", help="with --screenshot: run a compare on --doc first")
+    parser.add_argument(
+        "--screenshot", metavar="OUT.png", type=Path, help="save a PNG of the window and exit"
+    )
+    parser.add_argument(
+        "--run-question", metavar="TEXT", help="with --screenshot: run a compare on --doc first"
+    )
     parser.add_argument(
         "--screenshot-when",
         choices=("finished", "running"),
         default="finished",
         help="take the shot after the run finishes, or while SpecPrefill is generating",
     )
-    parser.add_argument("--tab", choices=TAB_CHOICES,
-                        help="which lower view is shown (heatmap = kept tokens, ab = the A/B test tab, "
-                             "thread = the document's questions and answers)")
-    parser.add_argument("--size", help=f"window size, WIDTHxHEIGHT (--screenshot: {SCREENSHOT_SIZE}; "
-                                       "otherwise the last session's size)")
-    parser.add_argument("--theme", choices=THEMES, default=THEME_SYSTEM,
-                        help="light or dark (Fusion style), or the system's look; also for --screenshot")
-    parser.add_argument("--show-about", action="store_true", help="with --screenshot: shoot the Help ▸ About box")
-    parser.add_argument("--screenshot-answers", metavar="OUT.png", type=Path,
-                        help="with --screenshot: also save the two answer panes alone, at the same moment")
+    parser.add_argument(
+        "--tab",
+        choices=TAB_CHOICES,
+        help="which lower view is shown (heatmap = kept tokens, ab = the A/B test tab, "
+        "thread = the document's questions and answers)",
+    )
+    parser.add_argument(
+        "--size",
+        help=f"window size, WIDTHxHEIGHT (--screenshot: {SCREENSHOT_SIZE}; "
+        "otherwise the last session's size)",
+    )
+    parser.add_argument(
+        "--theme",
+        choices=THEMES,
+        default=THEME_SYSTEM,
+        help="light or dark (Fusion style), or the system's look; also for --screenshot",
+    )
+    parser.add_argument(
+        "--show-about", action="store_true", help="with --screenshot: shoot the Help ▸ About box"
+    )
+    parser.add_argument(
+        "--screenshot-answers",
+        metavar="OUT.png",
+        type=Path,
+        help="with --screenshot: also save the two answer panes alone, at the same moment",
+    )
     parser.add_argument("--screenshot-timeout", type=float, default=1800.0, metavar="SECONDS")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     options = parser.parse_args(argv)
@@ -150,8 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     app.setDesktopFileName(DESKTOP_FILE_NAME)
     app.setWindowIcon(app_icon())
     apply_theme(app, options.theme)
-    window = MainWindow(load_real_engine, loader=load_real_document, settings=default_qsettings(),
-                        assemble_models=assemble_default_models)
+    window = MainWindow(
+        load_real_engine,
+        loader=load_real_document,
+        settings=default_qsettings(),
+        assemble_models=assemble_default_models,
+    )
     install_error_banner(window)
     if options.screenshot:
         return _run_screenshot(app, window, options)

@@ -52,8 +52,13 @@ JOB_NAME = "background full prefill"
 READ_AHEAD_JOB = "read-ahead"
 READ_THROUGH = ("done", "not_needed")  # ReadAheadEnded statuses after which the full fill follows
 # How each BackgroundEnded status shows; "cancelled" (switching documents, Settings) resumes later too.
-ENDED_STATES = {"done": FILL_READY, "not_needed": FILL_READY, "paused": FILL_PAUSED, "cancelled": FILL_PAUSED,
-                "failed": FILL_FAILED}
+ENDED_STATES = {
+    "done": FILL_READY,
+    "not_needed": FILL_READY,
+    "paused": FILL_PAUSED,
+    "cancelled": FILL_PAUSED,
+    "failed": FILL_FAILED,
+}
 
 
 class BackgroundFill(QObject):
@@ -89,7 +94,8 @@ class BackgroundFill(QObject):
         thread.read_ahead_started = True
         session, before = thread.session, thread.fill
         worker = self._host.submit_background(
-            READ_AHEAD_JOB, lambda engine, ctx: engine.read_ahead(session, settings, ctx.cancel))
+            READ_AHEAD_JOB, lambda engine, ctx: engine.read_ahead(session, settings, ctx.cancel)
+        )
         worker.event.connect(lambda event: self._on_read_event(worker, thread, before, event))
         worker.ended.connect(lambda: self._on_read_ended(worker, thread, before, settings))
         self._worker, self._thread, self._read_through = worker, thread, False
@@ -104,7 +110,8 @@ class BackgroundFill(QObject):
             return False
         session = thread.session
         worker = self._host.submit_background(
-            JOB_NAME, lambda engine, ctx: engine.background_prefill(session, settings, ctx.cancel))
+            JOB_NAME, lambda engine, ctx: engine.background_prefill(session, settings, ctx.cancel)
+        )
         worker.event.connect(lambda event: self._on_event(worker, thread, event))
         worker.cancelled.connect(lambda: self._on_stopped(worker, thread))
         worker.failed.connect(lambda error: self._on_failed(worker, thread, error))
@@ -125,23 +132,36 @@ class BackgroundFill(QObject):
 
     def turn_on(self, thread: DocumentThread | None) -> None:
         if thread is not None and thread.fill.status == FILL_OFF:
-            self._set(thread, FillState(FILL_PAUSED if thread.fill.done else FILL_IDLE, thread.fill.done,
-                                        thread.fill.total))
+            self._set(
+                thread,
+                FillState(
+                    FILL_PAUSED if thread.fill.done else FILL_IDLE, thread.fill.done, thread.fill.total
+                ),
+            )
 
     # --- the worker's reports ------------------------------------------------------------------------
 
-    def _on_read_event(self, worker: Worker, thread: DocumentThread, before: FillState, event: object) -> None:
+    def _on_read_event(
+        self, worker: Worker, thread: DocumentThread, before: FillState, event: object
+    ) -> None:
         if worker is not self._worker:
             return
         if isinstance(event, ReadAheadProgress):
             self._set(thread, FillState(FILL_READING, event.done, event.total))
         elif isinstance(event, ReadAheadEnded):
-            log.info("read-ahead %s: %d of %d tokens in %.2f s %s", event.status, event.done, event.total,
-                     event.seconds, event.detail)
+            log.info(
+                "read-ahead %s: %d of %d tokens in %.2f s %s",
+                event.status,
+                event.done,
+                event.total,
+                event.seconds,
+                event.detail,
+            )
             self._read_through = event.status in READ_THROUGH
 
-    def _on_read_ended(self, worker: Worker, thread: DocumentThread, before: FillState,
-                       settings: RunSettings) -> None:
+    def _on_read_ended(
+        self, worker: Worker, thread: DocumentThread, before: FillState, settings: RunSettings
+    ) -> None:
         if worker is not self._worker:  # superseded: a question's fill, or another document's
             return
         self._worker = None
@@ -155,19 +175,31 @@ class BackgroundFill(QObject):
         if isinstance(event, BackgroundProgress):
             self._set(thread, FillState(FILL_FILLING, event.done, event.total))
         elif isinstance(event, BackgroundEnded):
-            log.info("background fill %s: %d of %d tokens in %.2f s %s", event.status, event.done, event.total,
-                     event.seconds, event.detail)
-            self._set(thread, FillState(ENDED_STATES.get(event.status, FILL_PAUSED), event.done, event.total,
-                                        event.detail))
+            log.info(
+                "background fill %s: %d of %d tokens in %.2f s %s",
+                event.status,
+                event.done,
+                event.total,
+                event.seconds,
+                event.detail,
+            )
+            self._set(
+                thread,
+                FillState(ENDED_STATES.get(event.status, FILL_PAUSED), event.done, event.total, event.detail),
+            )
 
     def _on_stopped(self, worker: Worker, thread: DocumentThread) -> None:
-        if worker is self._worker and thread.fill.status == FILL_FILLING:  # cancelled before it said how it ended
+        if (
+            worker is self._worker and thread.fill.status == FILL_FILLING
+        ):  # cancelled before it said how it ended
             self._set(thread, FillState(FILL_PAUSED, thread.fill.done, thread.fill.total))
 
     def _on_failed(self, worker: Worker, thread: DocumentThread, error: Exception) -> None:
         if worker is not self._worker:
             return
-        self._set(thread, FillState(FILL_FAILED, thread.fill.done, thread.fill.total, failure_text(error, JOB_NAME)))
+        self._set(
+            thread, FillState(FILL_FAILED, thread.fill.done, thread.fill.total, failure_text(error, JOB_NAME))
+        )
 
     def _set(self, thread: DocumentThread, state: FillState) -> None:
         thread.fill = state
@@ -176,14 +208,21 @@ class BackgroundFill(QObject):
 
 # --- the status bar's view of it --------------------------------------------------------------------------
 
-STATUS_WORDS = {FILL_OFF: "off", FILL_IDLE: "not filled", FILL_FILLING: "filling", FILL_PAUSED: "paused",
-                FILL_READY: "ready", FILL_FAILED: "failed", FILL_READING: "reading ahead"}
+STATUS_WORDS = {
+    FILL_OFF: "off",
+    FILL_IDLE: "not filled",
+    FILL_FILLING: "filling",
+    FILL_PAUSED: "paused",
+    FILL_READY: "ready",
+    FILL_FAILED: "failed",
+    FILL_READING: "reading ahead",
+}
 READY_NOTE = "Follow-ups answer from the full cached document"
 OFF_TIP = "Turned off in Settings (Background full prefill)"
 
 
 def fill_text(state: FillState) -> str:
-    """"Full document cache: 3,072 / 8,192 tokens — filling"; "Reading ahead: 62%" before it."""
+    """ "Full document cache: 3,072 / 8,192 tokens — filling"; "Reading ahead: 62%" before it."""
     if state.status == FILL_READING:
         share = f": {format_percent_short(state.done / state.total)}" if state.total else ""
         return f"Reading ahead{share}"
@@ -212,8 +251,9 @@ class FillStatus(QWidget):
     def show_state(self, state: FillState | None) -> None:
         """The active document's fill; None: no document."""
         self.label.setText(fill_text(state) if state else "")
-        self.label.setToolTip(state.detail if state and state.detail else OFF_TIP if state and
-                              state.status == FILL_OFF else "")
+        self.label.setToolTip(
+            state.detail if state and state.detail else OFF_TIP if state and state.status == FILL_OFF else ""
+        )
         filling = state is not None and state.status in (FILL_FILLING, FILL_READING)
         self.bar.setVisible(filling)
         if filling:

@@ -20,9 +20,13 @@ from engine.api import ModelSettings, calibrate_machine
 log = logging.getLogger(__name__)
 
 CALIBRATE_TEXT = "&Calibrate This Machine…"
-CALIBRATE_TIP = ("Time the loaded draft and target on this machine (a few minutes), so the window "
-                 "predicts TTFTs and decides the bypass from this machine's speed")
-CALIBRATED_NOTICE = "This machine is calibrated: the predicted TTFTs and the automatic bypass now use its timings."
+CALIBRATE_TIP = (
+    "Time the loaded draft and target on this machine (a few minutes), so the window "
+    "predicts TTFTs and decides the bypass from this machine's speed"
+)
+CALIBRATED_NOTICE = (
+    "This machine is calibrated: the predicted TTFTs and the automatic bypass now use its timings."
+)
 CANCELLED_NOTICE = "Calibration cancelled: nothing was saved"
 
 
@@ -38,9 +42,10 @@ class CalibrationSession(EngineJobSession):
         """Calibrate the engine loaded with `settings` (the file records them); refused (False)
         while a calibration runs or without an engine."""
         log.info("calibrating this machine")
-        return self._start(settings, "calibration", lambda engine, ctx: calibration_job(engine, ctx, settings))
+        return self._start(
+            settings, "calibration", lambda engine, ctx: calibration_job(engine, ctx, settings)
+        )
 
     def _on_event(self, event: object) -> None:
         if isinstance(event, JobProgress):
             self.progress.emit(event.done, event.total, event.label)
-

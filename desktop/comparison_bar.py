@@ -31,11 +31,15 @@ class ComparisonBar(QWidget):
         self.speedup.setStyleSheet("font-size: 16px; font-weight: bold;")
         self.agreement = QLabel(f"Answer agreement: {NOT_YET}")
         self.agreement.setObjectName("agreement")
-        self.agreement.setToolTip("ROUGE-L F1 between the two answers: 100% means the same words in the same order.")
+        self.agreement.setToolTip(
+            "ROUGE-L F1 between the two answers: 100% means the same words in the same order."
+        )
         self.compare_button = QPushButton("Compare answers")
         self.compare_button.clicked.connect(self.compareAnswersRequested)
         self.toggle_button = QPushButton("Toggle answer")
-        self.toggle_button.setToolTip("Flip the answer view between the full-prefill and the SpecPrefill answer")
+        self.toggle_button.setToolTip(
+            "Flip the answer view between the full-prefill and the SpecPrefill answer"
+        )
         self.toggle_button.clicked.connect(self.toggleAnswerRequested)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 0, 4, 0)

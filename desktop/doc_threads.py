@@ -37,8 +37,9 @@ class Exchange:
     @property
     def is_cached_compare(self) -> bool:
         """A compare whose full-prefill side came from the cached document, not a cold prefill."""
-        return self.mode == "both" and any(a.run == "baseline" and a.served_by in CACHED_FULL_SERVED
-                                           for a in self.answers)
+        return self.mode == "both" and any(
+            a.run == "baseline" and a.served_by in CACHED_FULL_SERVED for a in self.answers
+        )
 
     @property
     def caption(self) -> str:
@@ -49,7 +50,13 @@ class Exchange:
 # filling, paused (a question took the target; it resumes), ready, failed; and before it, reading
 # (the draft's read-ahead of the opened document).
 FILL_OFF, FILL_IDLE, FILL_FILLING, FILL_PAUSED, FILL_READY, FILL_FAILED = (
-    "off", "idle", "filling", "paused", "ready", "failed")
+    "off",
+    "idle",
+    "filling",
+    "paused",
+    "ready",
+    "failed",
+)
 FILL_READING = "reading"
 
 
@@ -89,7 +96,9 @@ class DocumentThread:
     @property
     def had_spec_answer(self) -> bool:
         """A SpecPrefill answer was given: the full document is worth filling in the background."""
-        return any(answer.served_by in SPEC_SERVED for exchange in self.exchanges for answer in exchange.answers)
+        return any(
+            answer.served_by in SPEC_SERVED for exchange in self.exchanges for answer in exchange.answers
+        )
 
     @property
     def last_served(self) -> str:

@@ -24,7 +24,9 @@ PasswordPrompt = Callable[[QWidget, str, bool], "str | None"]
 
 def ask_password_dialog(parent: QWidget, path: str, wrong_before: bool) -> str | None:
     prompt = "The password was wrong. Try again:" if wrong_before else "This PDF is encrypted. Password:"
-    text, ok = QInputDialog.getText(parent, f"Password for {Path(path).name}", prompt, QLineEdit.EchoMode.Password)
+    text, ok = QInputDialog.getText(
+        parent, f"Password for {Path(path).name}", prompt, QLineEdit.EchoMode.Password
+    )
     return text if ok else None
 
 
@@ -44,7 +46,9 @@ class DocumentFlow:
     # --- asking for a path ---------------------------------------------------------------------
 
     def open_file_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self._window, "Open a document", self._dialog_dir(), OPEN_FILE_FILTER)
+        path, _ = QFileDialog.getOpenFileName(
+            self._window, "Open a document", self._dialog_dir(), OPEN_FILE_FILTER
+        )
         if path:
             self.open_path(path)
 
@@ -137,4 +141,5 @@ class DocumentFlow:
 
     def _on_token_count_failed(self, error: Exception) -> None:
         self._window.banner.show_error(
-            f"Could not count the document's tokens: {failure_text(error, 'token count')}")
+            f"Could not count the document's tokens: {failure_text(error, 'token count')}"
+        )

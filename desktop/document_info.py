@@ -11,20 +11,21 @@ from desktop.theme import text_css
 from engine.api import Document, format_count, format_percent_short, format_seconds
 
 MAX_WARNINGS_SHOWN = 3
-NOT_CALIBRATED = ("Predicted TTFT: not calibrated: use Models ▸ Calibrate This Machine… "
-                  "(or `specprefill calibrate`)")
+NOT_CALIBRATED = (
+    "Predicted TTFT: not calibrated: use Models ▸ Calibrate This Machine… (or `specprefill calibrate`)"
+)
 RUNS_COLOR, BYPASSED_COLOR = "#1b5e20", "#8a5300"
 
 
 def describe_parts(document: Document) -> str:
-    """"12 pages", "48 files", "6 sections" (a text file's, by its headings) or "1 text file"."""
+    """ "12 pages", "48 files", "6 sections" (a text file's, by its headings) or "1 text file"."""
     n = len(document.segments)
     noun = {"pdf": "page", "folder": "file"}.get(document.kind, "section" if n > 1 else "text file")
     return f"{format_count(n)} {noun}{'' if n == 1 else 's'}"
 
 
 def tokens_text(count: int, prediction: Prediction | None) -> str:
-    """"8,000 tokens", and for a document longer than the window what each run makes of it."""
+    """ "8,000 tokens", and for a document longer than the window what each run makes of it."""
     text = f"{format_count(count)} tokens"
     if prediction is None or prediction.fit.fits:
         return text
@@ -32,11 +33,13 @@ def tokens_text(count: int, prediction: Prediction | None) -> str:
 
 
 def over_window_text(fit, keep: float) -> str:
-    """"1.9× the 32,768-token window · SpecPrefill keeps 20% (fits by selection); a full prefill
+    """ "1.9× the 32,768-token window · SpecPrefill keeps 20% (fits by selection); a full prefill
     would see only the first 52%": what the user trades before choosing a run."""
-    return (f"{fit.windows:.1f}× the {format_count(fit.n_ctx)}-token window · "
-            f"SpecPrefill keeps {format_percent_short(fit.spec_keep(keep))} (fits by selection); "
-            f"a full prefill would see only the first {format_percent_short(fit.keep_to_fit())}")
+    return (
+        f"{fit.windows:.1f}× the {format_count(fit.n_ctx)}-token window · "
+        f"SpecPrefill keeps {format_percent_short(fit.spec_keep(keep))} (fits by selection); "
+        f"a full prefill would see only the first {format_percent_short(fit.keep_to_fit())}"
+    )
 
 
 def prediction_text(estimate: dict | None) -> str:
@@ -67,8 +70,10 @@ class DocumentInfoBar(QWidget):
         self.details.setObjectName("documentDetails")
         self.prediction = QLabel("")
         self.prediction.setObjectName("prediction")
-        self.prediction.setToolTip("From this machine's calibration, for the document's tokens "
-                                   "(the system prompt and the question add a few more)")
+        self.prediction.setToolTip(
+            "From this machine's calibration, for the document's tokens "
+            "(the system prompt and the question add a few more)"
+        )
         self.bypass = QLabel("")
         self.bypass.setObjectName("bypass")
         self.bypass.setWordWrap(True)
@@ -152,7 +157,9 @@ class DocumentInfoBar(QWidget):
             return
         self.prediction.setText(prediction_text(prediction.estimate))
         self.bypass.setText(bypass_text(prediction.bypass_reason))
-        self.bypass.setStyleSheet(text_css(self.bypass, BYPASSED_COLOR if prediction.bypass_reason else RUNS_COLOR))
+        self.bypass.setStyleSheet(
+            text_css(self.bypass, BYPASSED_COLOR if prediction.bypass_reason else RUNS_COLOR)
+        )
 
     def show_counting(self) -> None:
         self._token_count = None

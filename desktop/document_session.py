@@ -105,7 +105,9 @@ class DocumentSession(QObject):
             return
         self._document = document
         self._tokens = None
-        log.info("loaded %s: %d segments, %d chars", document.path, len(document.segments), len(document.text))
+        log.info(
+            "loaded %s: %d segments, %d chars", document.path, len(document.segments), len(document.text)
+        )
         self.loaded.emit(document)
         self.count_tokens()
 

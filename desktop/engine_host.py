@@ -151,8 +151,13 @@ class EngineHost(QObject):
         if self.is_loading:
             self._loader.cancel()
 
-    def submit(self, name: str, job: Callable[[EngineLike, WorkerContext], object], *,
-               preempts_background: bool = False) -> Worker:
+    def submit(
+        self,
+        name: str,
+        job: Callable[[EngineLike, WorkerContext], object],
+        *,
+        preempts_background: bool = False,
+    ) -> Worker:
         """Queue an engine job. The engine is bound now, so a later reload cannot swap it mid-job.
 
         `preempts_background`: the engine itself pauses the background fill when this job starts
@@ -190,6 +195,7 @@ class EngineHost(QObject):
 
     def _after_background(self, job: Callable[[EngineLike, WorkerContext], object]):
         """`job`, run once the (cancelled) background fill has let go of the target."""
+
         def run(engine: EngineLike, ctx: WorkerContext) -> object:
             self._background_pool.waitForDone()  # on the engine thread, never the GUI's
             return job(engine, ctx)
@@ -205,8 +211,12 @@ class EngineHost(QObject):
         engine = self._engine
         if engine is None:
             return None
-        return Prediction(engine.estimate(n_tokens, settings), engine.bypass_reason(n_tokens, settings),
-                          engine.window_fit(n_tokens, settings), nominal_keep(settings.keep))
+        return Prediction(
+            engine.estimate(n_tokens, settings),
+            engine.bypass_reason(n_tokens, settings),
+            engine.window_fit(n_tokens, settings),
+            nominal_keep(settings.keep),
+        )
 
     def shutdown(self) -> None:
         """Cancel the load and every job, wait until the engine thread has finished, then free the engine.
@@ -233,8 +243,13 @@ class EngineHost(QObject):
                 QCoreApplication.processEvents()
         QCoreApplication.processEvents()  # deliver how the last jobs ended, so their workers end too
 
-    def _load_job(self, ctx: WorkerContext, old: EngineLike | None, settings: ModelSettings,
-                  prepare: LoadPreparation | None) -> EngineLike:
+    def _load_job(
+        self,
+        ctx: WorkerContext,
+        old: EngineLike | None,
+        settings: ModelSettings,
+        prepare: LoadPreparation | None,
+    ) -> EngineLike:
         if old is not None:
             self._background_pool.waitForDone()  # the cancelled fill may still be in its last batch
             _close_quietly(old)

@@ -23,7 +23,7 @@ def target_text(info: Any) -> str:
 
 
 def devices_text(info: Any) -> str:
-    """"Draft: cuda · Target: GPU (all layers, CUDA) · context 32,768"."""
+    """ "Draft: cuda · Target: GPU (all layers, CUDA) · context 32,768"."""
     return f"Draft: {info.device} · Target: {target_text(info)} · context {format_count(int(info.n_ctx))}"
 
 

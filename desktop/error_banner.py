@@ -26,9 +26,15 @@ from engine.api import (
 REMEDIES: tuple[tuple[type[Exception], str], ...] = (
     (PasswordError, "open the file again to enter its password"),
     (PositionsUnsupportedError, "choose renumber or auto in Positions"),
-    (NotCalibratedError, "calibrate this machine once: Models ▸ Calibrate This Machine…, or specprefill calibrate"),
-    (ContextOverflowError, "run SpecPrefill, which fits a long document by selection, or turn on "
-                           "Settings ▸ Long documents to cut its end"),
+    (
+        NotCalibratedError,
+        "calibrate this machine once: Models ▸ Calibrate This Machine…, or specprefill calibrate",
+    ),
+    (
+        ContextOverflowError,
+        "run SpecPrefill, which fits a long document by selection, or turn on "
+        "Settings ▸ Long documents to cut its end",
+    ),
     (SettingsError, "check Settings"),
 )
 
@@ -42,8 +48,11 @@ _COLORS = {
 
 def banner_style(kind: str) -> str:
     background, text, border = _COLORS[kind]
-    return (f"QFrame#errorBanner {{ background: {background}; color: {text}; border: 1px solid {border}; }}"
-            f" QFrame#errorBanner QLabel, QFrame#errorBanner QToolButton {{ color: {text}; border: none; }}")
+    return (
+        f"QFrame#errorBanner {{ background: {background}; color: {text}; border: 1px solid {border}; }}"
+        f" QFrame#errorBanner QLabel, QFrame#errorBanner QToolButton {{ color: {text}; border: none; }}"
+    )
+
 
 # (button text, what pressing it does)
 BannerAction = tuple[str, Callable[[], None]]

@@ -42,7 +42,9 @@ class EngineJobSession(QObject):
         if self.is_active:
             self._worker.cancel()
 
-    def _start(self, request: object, name: str, job: EngineJob, *, preempts_background: bool = False) -> bool:
+    def _start(
+        self, request: object, name: str, job: EngineJob, *, preempts_background: bool = False
+    ) -> bool:
         """Submit `job`; refused (False) while a job of this session is active or without an engine.
         `preempts_background`: see EngineHost.submit."""
         if self.is_active or not self._host.is_ready:

@@ -128,7 +128,9 @@ def prepare_view(document: Document, layout: SelectionLayout | None, dropped_onl
         highlights: list[Highlight] = [(start, end, None) for start, end in projection.markers]
     else:
         projection = TextProjection.whole(document.text)
-        highlights = [(s.start, s.end, heat_colors.span_color(s)) for s in layout.spans if s.kept] if layout else []
+        highlights = (
+            [(s.start, s.end, heat_colors.span_color(s)) for s in layout.spans if s.kept] if layout else []
+        )
     bands = bands_for(layout.spans) if layout else []
     return PreparedView(document, layout, projection, highlights, [h[1] for h in highlights], bands)
 
@@ -413,14 +415,18 @@ class KeptTokenView(QWidget):
         self.text.ensureCursorVisible()
 
     def cursor_doc_offset(self) -> int | None:
-        return self._projection.to_doc(self._page_start + self._utf16.to_py(self.text.textCursor().position()))
+        return self._projection.to_doc(
+            self._page_start + self._utf16.to_py(self.text.textCursor().position())
+        )
 
     def _update_viewport(self) -> None:
         viewport = self.text.viewport()
         first = self.text.cursorForPosition(QPoint(0, 0)).position()
         last = self.text.cursorForPosition(QPoint(viewport.width() - 1, viewport.height() - 1)).position()
         start = self._page_start
-        shown = self._projection.doc_ranges(start + self._utf16.to_py(first), start + self._utf16.to_py(last) + 1)
+        shown = self._projection.doc_ranges(
+            start + self._utf16.to_py(first), start + self._utf16.to_py(last) + 1
+        )
         if shown:
             self.minimap.set_viewport(shown[0][0], shown[-1][1])
 

@@ -60,8 +60,21 @@ from desktop.window_layout import (
 from engine.api import Case, ModelSettings, RunSettings
 
 # Names other modules and tests import from here.
-__all__ = ["FIRST_START_SIZE", "MainWindow", "OUTCOME_STATES", "PasswordPrompt", "SCREEN_SHARE", "TABS_MIN_HEIGHT",
-           "TAB_AB", "TAB_ALIASES", "TAB_ANSWERS", "TAB_KEPT", "TAB_THREAD", "ask_password_dialog", "first_start_size"]
+__all__ = [
+    "FIRST_START_SIZE",
+    "MainWindow",
+    "OUTCOME_STATES",
+    "PasswordPrompt",
+    "SCREEN_SHARE",
+    "TABS_MIN_HEIGHT",
+    "TAB_AB",
+    "TAB_ALIASES",
+    "TAB_ANSWERS",
+    "TAB_KEPT",
+    "TAB_THREAD",
+    "ask_password_dialog",
+    "first_start_size",
+]
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +144,11 @@ class MainWindow(QMainWindow):
     def _create_actions(self) -> None:
         actions = self.actions = build_actions(self)
         self.open_file_action, self.open_folder_action = actions.open_file, actions.open_folder
-        self.recent_menu, self.settings_action, self.reload_action = actions.recent, actions.settings, actions.reload
+        self.recent_menu, self.settings_action, self.reload_action = (
+            actions.recent,
+            actions.settings,
+            actions.reload,
+        )
         self.calibrate_action, self.clear_thread_action = actions.calibrate, actions.clear_thread
         self.about_action = actions.about
 
@@ -169,11 +186,16 @@ class MainWindow(QMainWindow):
 
     def view_state(self) -> ViewState:
         return ViewState(
-            engine_ready=self.host.is_ready, engine_loading=self.host.is_loading,
-            document_loaded=self.documents.document is not None, document_loading=self.documents.is_loading,
-            thread_open=self.thread is not None, has_question=bool(self.question.question),
-            run_active=self.runs.is_active, ab_active=self.ab.is_active,
-            calibration_active=self.calibration.is_active, fill_active=self.fill.is_active,
+            engine_ready=self.host.is_ready,
+            engine_loading=self.host.is_loading,
+            document_loaded=self.documents.document is not None,
+            document_loading=self.documents.is_loading,
+            thread_open=self.thread is not None,
+            has_question=bool(self.question.question),
+            run_active=self.runs.is_active,
+            ab_active=self.ab.is_active,
+            calibration_active=self.calibration.is_active,
+            fill_active=self.fill.is_active,
         )
 
     def enablement(self) -> Enablement:
@@ -183,7 +205,9 @@ class MainWindow(QMainWindow):
         """The one place the window's controls are enabled or greyed out."""
         allowed = self.enablement()
         self.controls.set_state(can_run=allowed.run, cancellable=allowed.cancel, reason=allowed.run_reason)
-        self.ab_tab.set_state(can_run=allowed.ab_run, running=allowed.ab_running, reason=allowed.engine_reason)
+        self.ab_tab.set_state(
+            can_run=allowed.ab_run, running=allowed.ab_running, reason=allowed.engine_reason
+        )
         self.calibrate_action.setEnabled(allowed.calibrate)
         for action in (self.open_file_action, self.open_folder_action, self.recent_menu.menuAction()):
             action.setEnabled(allowed.open_document)
@@ -235,8 +259,13 @@ class MainWindow(QMainWindow):
             log.info("run refused: %s", allowed.run_reason)
             return False
         thread = self.thread
-        request = RunRequest(self.documents.document, self.question.question, mode, self.run_settings(),
-                             session=thread.session if thread is not None else None)
+        request = RunRequest(
+            self.documents.document,
+            self.question.question,
+            mode,
+            self.run_settings(),
+            session=thread.session if thread is not None else None,
+        )
         return self.runs.start(request)
 
     def start_ab(self, title: str, cases: list[Case], keeps: list[str]) -> bool:
@@ -263,14 +292,18 @@ class MainWindow(QMainWindow):
 
     def open_settings(self) -> SettingsDialog:
         dialog = SettingsDialog(self.store.model_settings(), self.store.run_preferences(), self)
-        dialog.accepted.connect(lambda: self.apply_settings(dialog.model_settings(), dialog.run_preferences()))
+        dialog.accepted.connect(
+            lambda: self.apply_settings(dialog.model_settings(), dialog.run_preferences())
+        )
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()  # window-modal but not a nested event loop: the app keeps running
         return dialog
 
     def open_model_picker(self) -> ModelPicker:
         dialog = ModelPicker(self.store.model_settings(), self)
-        dialog.accepted.connect(lambda: self.apply_settings(dialog.model_settings(), self.store.run_preferences()))
+        dialog.accepted.connect(
+            lambda: self.apply_settings(dialog.model_settings(), self.store.run_preferences())
+        )
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
         return dialog

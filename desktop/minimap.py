@@ -30,9 +30,11 @@ class Band:
 def bands_for(spans: Sequence[ChunkSpan], limit: int = MAX_BANDS) -> list[Band]:
     """A band per chunk; past `limit` chunks, a band per group of neighbours, in its most prominent colour."""
     size = -(-len(spans) // limit) if spans else 1  # chunks per band, rounded up
-    groups = [spans[i:i + size] for i in range(0, len(spans), size)]
-    return [Band(group[0].start, group[-1].end, heat_colors.span_color(max(group, key=_prominence)))
-            for group in groups]
+    groups = [spans[i : i + size] for i in range(0, len(spans), size)]
+    return [
+        Band(group[0].start, group[-1].end, heat_colors.span_color(max(group, key=_prominence)))
+        for group in groups
+    ]
 
 
 def _prominence(span: ChunkSpan) -> tuple[bool, float]:

@@ -34,21 +34,32 @@ PLANNING = "Checking which draft suits it…"
 def model_row(model: DiscoveredModel) -> tuple[str, ...]:
     facts = model.facts
     context = f"{facts.context_length:,}" if facts.context_length else "?"
-    return (model.name, facts.architecture or "?", facts.size_label, facts.quantization or "?", context,
-            format_bytes(model.size_bytes), model.source)
+    return (
+        model.name,
+        facts.architecture or "?",
+        facts.size_label,
+        facts.quantization or "?",
+        context,
+        format_bytes(model.size_bytes),
+        model.source,
+    )
 
 
 def plan_text(plan: PairPlan) -> str:
-    lines = [f"Draft: {plan.draft.name} — {plan.draft.reason}.",
-             f"Selection by {'token ids' if plan.draft.selection == 'tokens' else 'character spans'} "
-             f"(vocabularies {plan.draft.verdict}).",
-             f"Memory: the pair needs about {format_bytes(plan.needed_bytes)} with a full context; "
-             f"{format_bytes(plan.free_bytes)} is free" + ("." if plan.fits else " — not enough.")]
+    lines = [
+        f"Draft: {plan.draft.name} — {plan.draft.reason}.",
+        f"Selection by {'token ids' if plan.draft.selection == 'tokens' else 'character spans'} "
+        f"(vocabularies {plan.draft.verdict}).",
+        f"Memory: the pair needs about {format_bytes(plan.needed_bytes)} with a full context; "
+        f"{format_bytes(plan.free_bytes)} is free" + ("." if plan.fits else " — not enough."),
+    ]
     if plan.prediction:
         p = plan.prediction
-        lines.append(f"Predicted at {p['tokens']:,} tokens, keep {p['keep']}: full prefill {p['baseline_ttft_s']:.0f} s, "
-                     f"SpecPrefill {p['spec_ttft_s']:.0f} s ({p['speedup']:.1f}×), scaled from this machine's "
-                     "calibration by parameter count: a rough guide.")
+        lines.append(
+            f"Predicted at {p['tokens']:,} tokens, keep {p['keep']}: full prefill {p['baseline_ttft_s']:.0f} s, "
+            f"SpecPrefill {p['spec_ttft_s']:.0f} s ({p['speedup']:.1f}×), scaled from this machine's "
+            "calibration by parameter count: a rough guide."
+        )
     else:
         lines.append("No prediction: Models ▸ Calibrate This Machine… times this machine first.")
     return "\n".join(lines)
@@ -57,8 +68,13 @@ def plan_text(plan: PairPlan) -> str:
 class ModelPicker(QDialog):
     """The discovered models in a table; the plan for the selected one under it."""
 
-    def __init__(self, settings: ModelSettings, parent: QWidget | None = None,
-                 pool: QThreadPool | None = None, discover=None) -> None:
+    def __init__(
+        self,
+        settings: ModelSettings,
+        parent: QWidget | None = None,
+        pool: QThreadPool | None = None,
+        discover=None,
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Choose Models")
         self._settings = settings
@@ -70,7 +86,9 @@ class ModelPicker(QDialog):
         self.table = self._make_table()
         self.status = QLabel(SEARCHING)
         self.status.setWordWrap(True)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         self._ok().setEnabled(False)
@@ -84,7 +102,9 @@ class ModelPicker(QDialog):
         """The settings with the chosen target and its suggested draft (None: the bundled one)."""
         if self._plan is None:
             return self._settings
-        return replace(self._settings, target_path=self._plan.target.resolved_path, draft_path=self._plan.draft.path)
+        return replace(
+            self._settings, target_path=self._plan.target.resolved_path, draft_path=self._plan.draft.path
+        )
 
     def _ok(self):
         return self.buttons.button(QDialogButtonBox.StandardButton.Ok)
@@ -116,9 +136,12 @@ class ModelPicker(QDialog):
         self.table.resizeColumnsToContents()
         unreadable = len(models) - len(self._models)
         found = f"{len(self._models)} model(s) found" + (f", {unreadable} unreadable" if unreadable else "")
-        self.status.setText(f"{found}. Select the target." if self._models else
-                            "No GGUF models found (LM Studio, Ollama, the Hugging Face cache). "
-                            "`specprefill models --discover` lists where it looked.")
+        self.status.setText(
+            f"{found}. Select the target."
+            if self._models
+            else "No GGUF models found (LM Studio, Ollama, the Hugging Face cache). "
+            "`specprefill models --discover` lists where it looked."
+        )
 
     def _on_selection(self) -> None:
         rows = self.table.selectionModel().selectedRows()

@@ -167,7 +167,9 @@ class RemoteWorkersPanel(QGroupBox):
     def _show_error(self, text: str) -> None:
         """Why the entry was refused, under it; the line takes no room when there is nothing to say."""
         self.error.setText(text)
-        self.error.setStyleSheet(text_css(self.error, ERROR_COLOR))  # at show time: the theme may have changed
+        self.error.setStyleSheet(
+            text_css(self.error, ERROR_COLOR)
+        )  # at show time: the theme may have changed
         self.error.setVisible(bool(text))
 
     # --- Test connection ------------------------------------------------------------------------------

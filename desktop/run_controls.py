@@ -44,13 +44,15 @@ class RunControls(QWidget):
         self.keep_slider.valueChanged.connect(self._on_keep)
         self.keep_auto = QCheckBox("Auto")
         self.keep_auto.setObjectName("keepAuto")
-        self.keep_auto.setToolTip("Let the draft's scores choose the keep for each question: less where the "
-                                  "relevant text is concentrated, more where it is spread out; a summary or "
-                                  f"another whole-document question keeps {AUTO_KEEP_BROAD:.0%}, which coverage "
-                                  "spreads over every part; a question that joins two facts keeps "
-                                  f"{AUTO_KEEP_JOINED:.0%}; a look-up in a document of "
-                                  f"{AUTO_LONG_LOOKUP_TOKENS:,}+ tokens that fits the target's window keeps "
-                                  f"{AUTO_KEEP_FLOOR:.0%}")
+        self.keep_auto.setToolTip(
+            "Let the draft's scores choose the keep for each question: less where the "
+            "relevant text is concentrated, more where it is spread out; a summary or "
+            f"another whole-document question keeps {AUTO_KEEP_BROAD:.0%}, which coverage "
+            "spreads over every part; a question that joins two facts keeps "
+            f"{AUTO_KEEP_JOINED:.0%}; a look-up in a document of "
+            f"{AUTO_LONG_LOOKUP_TOKENS:,}+ tokens that fits the target's window keeps "
+            f"{AUTO_KEEP_FLOOR:.0%}"
+        )
         self.keep_auto.toggled.connect(self._on_keep_auto)
         self.positions = QComboBox()
         self.positions.setObjectName("positionMode")

@@ -59,9 +59,13 @@ class RunFlow:
         """Clear `run`'s pane for this request: at the start, or (mode "auto") at the run's first event."""
         window = self._window
         self._begun_runs.add(run)
-        window.panes[run].begin(request.settings.max_new_tokens, waiting_for=waiting_for, question=request.question,
-                                document_name=Path(request.document.path).name,
-                                stage_seconds=self._stage_seconds(run))
+        window.panes[run].begin(
+            request.settings.max_new_tokens,
+            waiting_for=waiting_for,
+            question=request.question,
+            document_name=Path(request.document.path).name,
+            stage_seconds=self._stage_seconds(run),
+        )
         self._pane_context[run] = (request.document, request.question)
         if run == "spec":
             window.kept_view.clear_selection()  # the old selection does not describe this run

@@ -64,8 +64,12 @@ STAGE_TEXT = {
     "generating": "Generating",
     "done": "Done",
 }
-POSITION_TEXT = {"restore": "restore (original positions)", "renumber": "renumber (packed)",
-                 "compress": "compress (gaps shrunk to fit)", "contiguous": "contiguous"}
+POSITION_TEXT = {
+    "restore": "restore (original positions)",
+    "renumber": "renumber (packed)",
+    "compress": "compress (gaps shrunk to fit)",
+    "contiguous": "contiguous",
+}
 NOT_YET = "—"
 TTFT_CAPTION = "time to first token"
 TTFT_PROVISIONAL = "time to first token (as measured here; the engine's figure follows)"
@@ -74,7 +78,7 @@ FIT_COLOR = "#8a5300"  # the document line's colour for a bypass: this too is a 
 
 
 def ttft_caption(result: RunResult) -> str:
-    """"time to first token · full prefill from the cache": how a session's answer was served."""
+    """ "time to first token · full prefill from the cache": how a session's answer was served."""
     served = SERVED_BY_LABELS.get(result.served_by, result.served_by)
     return f"{TTFT_CAPTION} · {served}" if served else TTFT_CAPTION
 
@@ -111,7 +115,9 @@ def stage_predictions(run: str, estimate: dict | None, bypassed: bool = False) -
 
 def ask_save_path(parent: QWidget, suggested: str) -> str | None:
     """The file to save an answer to, or None when the user cancels (tests replace this)."""
-    path, _ = QFileDialog.getSaveFileName(parent, "Save answer", str(Path.home() / suggested), MARKDOWN_FILTER)
+    path, _ = QFileDialog.getSaveFileName(
+        parent, "Save answer", str(Path.home() / suggested), MARKDOWN_FILTER
+    )
     return path or None
 
 
@@ -162,7 +168,9 @@ class RunPane(QFrame):
         self.positions = QLabel(NOT_YET)
         self.notice = QLabel("")
         self.notice.setWordWrap(True)
-        self.notice.setStyleSheet("background: #fff3cd; color: #664d03; border: 1px solid #ffe69c; padding: 4px;")
+        self.notice.setStyleSheet(
+            "background: #fff3cd; color: #664d03; border: 1px solid #ffe69c; padding: 4px;"
+        )
         self.notice.hide()
         for label in (self.status, self.notice):
             label.setTextFormat(Qt.TextFormat.PlainText)  # engine messages are not markup
@@ -176,10 +184,16 @@ class RunPane(QFrame):
     def _create_answer_buttons(self) -> None:
         self.copy_button = QToolButton(text="Copy", toolTip="Copy the answer to the clipboard")
         self.copy_button.clicked.connect(self.copy_answer)
-        self.save_button = QToolButton(text="Save…", toolTip="Save the question, answer and run facts as Markdown")
+        self.save_button = QToolButton(
+            text="Save…", toolTip="Save the question, answer and run facts as Markdown"
+        )
         self.save_button.clicked.connect(self.save_answer)
-        self.markdown_button = QToolButton(text="Markdown", checkable=True, checked=True,
-                                           toolTip="Render the finished answer as Markdown (off: plain text)")
+        self.markdown_button = QToolButton(
+            text="Markdown",
+            checkable=True,
+            checked=True,
+            toolTip="Render the finished answer as Markdown (off: plain text)",
+        )
         self.markdown_button.toggled.connect(self._on_markdown_toggled)
 
     @property
@@ -222,8 +236,15 @@ class RunPane(QFrame):
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    def begin(self, max_new_tokens: int, waiting_for: str | None = None, *, question: str = "",
-              document_name: str = "", stage_seconds: dict[str, float] | None = None) -> None:
+    def begin(
+        self,
+        max_new_tokens: int,
+        waiting_for: str | None = None,
+        *,
+        question: str = "",
+        document_name: str = "",
+        stage_seconds: dict[str, float] | None = None,
+    ) -> None:
         """Clear the pane for a new run; `waiting_for` names the run this one queues behind.
         The question and document name go into a saved answer; `stage_seconds` (stage_predictions)
         times the long stages for their "about … left", None: no estimate (not calibrated)."""
@@ -316,7 +337,7 @@ class RunPane(QFrame):
         self._show_eta(eta_seconds(self._stage_seconds.get(stage), done, total))
 
     def _show_eta(self, seconds: float | None) -> None:
-        """"about 3m20s left" under the progress bar; hidden for None."""
+        """ "about 3m20s left" under the progress bar; hidden for None."""
         self.eta.setText("" if seconds is None else eta_text(seconds))
         self.eta.setVisible(seconds is not None)
 
@@ -346,9 +367,7 @@ class RunPane(QFrame):
     def _on_selection(self, event: SelectionMade) -> None:
         selection = event.selection
         if selection.chunk_starts:
-            self.kept.setText(
-                f"{len(selection.kept_chunks)} of {len(selection.chunk_starts)} chunks"
-            )
+            self.kept.setText(f"{len(selection.kept_chunks)} of {len(selection.chunk_starts)} chunks")
 
     def _on_finished(self, result: RunResult) -> None:
         self._result = result
@@ -360,7 +379,9 @@ class RunPane(QFrame):
         self.ttft.setStyleSheet("")
         self.ttft_caption.setText(ttft_caption(result))
         self._show_fit(fit_note(result))
-        self.prefilled.setText(f"{format_count(result.prefill_tokens)} of {format_count(result.prompt_tokens)}")
+        self.prefilled.setText(
+            f"{format_count(result.prefill_tokens)} of {format_count(result.prompt_tokens)}"
+        )
         self.decode.setText(format_rate(result.decode_tok_s))
         if result.answer:
             self._answer_text = result.answer  # the final answer is authoritative
@@ -434,7 +455,9 @@ class RunPane(QFrame):
         path = ask_save_path(self, suggested_file_name(self.run, self._question))
         if path is None:
             return None
-        text = answer_markdown(self.title_text, self._question, self._document_name, self._result_with_answer())
+        text = answer_markdown(
+            self.title_text, self._question, self._document_name, self._result_with_answer()
+        )
         try:
             write_text_atomic(path, text)
         except OSError as exc:

@@ -53,9 +53,15 @@ class RunSession(EngineJobSession):
 
     def start(self, request: RunRequest) -> bool:
         """Start a run; refused (False) while one is active or without an engine."""
-        log.info("run %s: keep=%s positions=%s", request.mode, request.settings.keep, request.settings.positions)
-        return self._start(request, f"{request.mode} run", lambda engine, ctx: _events(engine, request, ctx),
-                           preempts_background=True)
+        log.info(
+            "run %s: keep=%s positions=%s", request.mode, request.settings.keep, request.settings.positions
+        )
+        return self._start(
+            request,
+            f"{request.mode} run",
+            lambda engine, ctx: _events(engine, request, ctx),
+            preempts_background=True,
+        )
 
     def _forget_results(self) -> None:
         self._results = {}
@@ -69,8 +75,16 @@ class RunSession(EngineJobSession):
 def _events(engine, request: RunRequest, ctx):
     """The engine call that answers `request`."""
     if request.session is None:
-        return engine.stream(document=request.document, question=request.question, mode=request.mode,
-                             settings=request.settings, cancel=ctx.cancel, spec_first=True)
+        return engine.stream(
+            document=request.document,
+            question=request.question,
+            mode=request.mode,
+            settings=request.settings,
+            cancel=ctx.cancel,
+            spec_first=True,
+        )
     if request.mode == "both":
-        return engine.ask_both(request.session, request.question, request.settings, ctx.cancel, spec_first=True)
+        return engine.ask_both(
+            request.session, request.question, request.settings, ctx.cancel, spec_first=True
+        )
     return engine.ask(request.session, request.question, request.mode, request.settings, ctx.cancel)

@@ -76,7 +76,9 @@ class ScreenshotDirector(QObject):
     def _run_settled(self) -> bool:
         """The run ended, and what is computed from it on workers (agreement, kept-token view) is shown."""
         window = self.window
-        return not (window.runs.is_active or window.comparison.agreement_pending or window.kept_view.is_preparing)
+        return not (
+            window.runs.is_active or window.comparison.agreement_pending or window.kept_view.is_preparing
+        )
 
     def _prepared(self) -> bool:
         """Models settled (ready or failed), document settled, and its tokens counted when possible."""
@@ -129,8 +131,12 @@ class ScreenshotDirector(QObject):
         QApplication.processEvents()  # let layouts and the last updates paint
         saved = self._grab().save(str(self.plan.out), "PNG") and self._save_answers()
         if not saved:
-            log.error("could not write %s", self.plan.out if self.plan.answers_out is None
-                      else f"{self.plan.out} or {self.plan.answers_out}")
+            log.error(
+                "could not write %s",
+                self.plan.out
+                if self.plan.answers_out is None
+                else f"{self.plan.out} or {self.plan.answers_out}",
+            )
             code = EXIT_SAVE_FAILED
         elif code is None:
             code = EXIT_UI_ERROR if self.window.banner.kind == "error" else EXIT_OK

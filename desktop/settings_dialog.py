@@ -42,8 +42,14 @@ FOLDER_MODELS = {"draft_path"}  # a draft may also be a transformers model folde
 # Where the token spin starts when "automatic" is unticked: the fixed value automatic falls back to.
 UNTICKED_STARTS = {"min_tokens": DEFAULT_MIN_TOKENS}
 # The attribute names the window and its tests use for some rows; the others use the field's name.
-ATTRIBUTES = {"target_path": "target", "draft_path": "draft", "draft_quant": "draft_precision",
-              "n_threads": "threads", "n_ctx": "context", "min_tokens": "threshold"}
+ATTRIBUTES = {
+    "target_path": "target",
+    "draft_path": "draft",
+    "draft_quant": "draft_precision",
+    "n_threads": "threads",
+    "n_ctx": "context",
+    "min_tokens": "threshold",
+}
 # Fields edited in a section of their own rather than a form row, with the section's widget and attribute name.
 OWN_SECTIONS = {"rpc": (RemoteWorkersPanel, "remote_workers")}
 
@@ -96,7 +102,9 @@ class _PathField(QWidget):
         self.set_path(path)
 
     def _browse_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a model", self.edit.text(), "GGUF models (*.gguf);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Choose a model", self.edit.text(), "GGUF models (*.gguf);;All files (*)"
+        )
         if path:
             self.edit.setText(path)
 
@@ -242,7 +250,9 @@ def editor_for(cls: type, name: str, option: Option) -> QWidget:
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, model_settings: ModelSettings, run_prefs: RunPreferences, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, model_settings: ModelSettings, run_prefs: RunPreferences, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self._base = model_settings  # fields the dialog does not edit (n_batch) are kept from here

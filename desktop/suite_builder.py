@@ -42,14 +42,26 @@ def new_case(document: Path, question: str, *, case_id: str, answers_text: str, 
     """A case for `document` and `question`, appended after `existing` (its line is its place in the file)."""
     taken = {case.id for case in existing}
     wanted = case_id.strip() or id_from_path(document)
-    return Case(id=unique_id(wanted, taken), doc=document.resolve(), question=question.strip(),
-                answers=parse_answers(answers_text), kind=DEFAULT_KIND, line=len(existing) + 1)
+    return Case(
+        id=unique_id(wanted, taken),
+        doc=document.resolve(),
+        question=question.strip(),
+        answers=parse_answers(answers_text),
+        kind=DEFAULT_KIND,
+        line=len(existing) + 1,
+    )
 
 
 def quick_check_case(document: Path, question: str) -> Case:
     """The one case of a quick check: no expected answers, so it is scored by agreement alone."""
-    return Case(id=QUICK_CHECK_ID, doc=document.resolve(), question=question.strip(), answers=None,
-                kind=QUICK_CHECK_KIND, line=1)
+    return Case(
+        id=QUICK_CHECK_ID,
+        doc=document.resolve(),
+        question=question.strip(),
+        answers=None,
+        kind=QUICK_CHECK_KIND,
+        line=1,
+    )
 
 
 def doc_reference(document: Path, folder: Path) -> str:
@@ -61,7 +73,12 @@ def doc_reference(document: Path, folder: Path) -> str:
 
 
 def case_json(case: Case, folder: Path) -> dict:
-    obj = {"id": case.id, "kind": case.kind, "doc": doc_reference(case.doc, folder), "question": case.question}
+    obj = {
+        "id": case.id,
+        "kind": case.kind,
+        "doc": doc_reference(case.doc, folder),
+        "question": case.question,
+    }
     if case.answers is not None:
         obj["answers"] = list(case.answers)
     if case.key_points is not None:

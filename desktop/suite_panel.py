@@ -116,8 +116,13 @@ class SuitePanel(QWidget):
         if self._current is None:
             return
         document, question = self._current
-        case = new_case(document, question, case_id=self.case_id.text(), answers_text=self.answers.text(),
-                        existing=self._cases)
+        case = new_case(
+            document,
+            question,
+            case_id=self.case_id.text(),
+            answers_text=self.answers.text(),
+            existing=self._cases,
+        )
         self._set_cases([*self._cases, case])
         self.case_id.clear()
         self.answers.clear()

@@ -39,7 +39,9 @@ class TextProjection:
         return cls(doc_text, [Piece(0, 0, len(doc_text))], [])
 
     @classmethod
-    def of_ranges(cls, doc_text: str, ranges: Sequence[Range], marker: Callable[[int], str]) -> TextProjection:
+    def of_ranges(
+        cls, doc_text: str, ranges: Sequence[Range], marker: Callable[[int], str]
+    ) -> TextProjection:
         """Show only `ranges`; where text was left out, insert marker(chars_left_out)."""
         parts: list[str] = []
         pieces: list[Piece] = []
@@ -97,7 +99,7 @@ def _append_marker(parts: list[str], markers: list[Range], view_pos: int, text: 
     return view_pos + len(text)
 
 
-_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")  # characters beyond the BMP
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # characters beyond the BMP
 
 
 class Utf16Index:

@@ -16,19 +16,34 @@ DARK_TEXT, LIGHT_TEXT = QColor(20, 20, 20), QColor(250, 250, 250)
 
 _Role = QPalette.ColorRole
 _DARK = {
-    _Role.Window: (45, 45, 48), _Role.WindowText: (230, 230, 230), _Role.Base: (30, 30, 32),
-    _Role.AlternateBase: (50, 50, 54), _Role.ToolTipBase: (60, 60, 64), _Role.ToolTipText: (230, 230, 230),
-    _Role.PlaceholderText: (150, 150, 150), _Role.Text: (230, 230, 230), _Role.Button: (55, 55, 60),
-    _Role.ButtonText: (230, 230, 230), _Role.BrightText: (255, 90, 90), _Role.Link: (110, 170, 255),
-    _Role.Highlight: (52, 120, 200), _Role.HighlightedText: (255, 255, 255),
+    _Role.Window: (45, 45, 48),
+    _Role.WindowText: (230, 230, 230),
+    _Role.Base: (30, 30, 32),
+    _Role.AlternateBase: (50, 50, 54),
+    _Role.ToolTipBase: (60, 60, 64),
+    _Role.ToolTipText: (230, 230, 230),
+    _Role.PlaceholderText: (150, 150, 150),
+    _Role.Text: (230, 230, 230),
+    _Role.Button: (55, 55, 60),
+    _Role.ButtonText: (230, 230, 230),
+    _Role.BrightText: (255, 90, 90),
+    _Role.Link: (110, 170, 255),
+    _Role.Highlight: (52, 120, 200),
+    _Role.HighlightedText: (255, 255, 255),
     _Role.Mid: (155, 155, 160),  # captions use it as text: it must read on Window
-    _Role.Dark: (25, 25, 27), _Role.Light: (80, 80, 85),
+    _Role.Dark: (25, 25, 27),
+    _Role.Light: (80, 80, 85),
 }
-_DISABLED_DARK = {_Role.WindowText: (120, 120, 120), _Role.Text: (120, 120, 120), _Role.ButtonText: (120, 120, 120)}
+_DISABLED_DARK = {
+    _Role.WindowText: (120, 120, 120),
+    _Role.Text: (120, 120, 120),
+    _Role.ButtonText: (120, 120, 120),
+}
 
 
 def relative_luminance(color: QColor) -> float:
     """WCAG 2 relative luminance of an sRGB colour."""
+
     def linear(channel: int) -> float:
         c = channel / 255
         return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4

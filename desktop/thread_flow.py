@@ -29,10 +29,14 @@ class ThreadFlow:
         window.compare_caption.hide()
         if window.host.is_ready:
             session = thread.session
-            worker = window.host.submit("clearing the document's caches",
-                                        lambda engine, ctx: engine.forget(session, saved=True))
-            worker.failed.connect(lambda error: window.banner.show_error(
-                f"Could not clear the caches: {failure_text(error, 'clearing the caches')}"))
+            worker = window.host.submit(
+                "clearing the document's caches", lambda engine, ctx: engine.forget(session, saved=True)
+            )
+            worker.failed.connect(
+                lambda error: window.banner.show_error(
+                    f"Could not clear the caches: {failure_text(error, 'clearing the caches')}"
+                )
+            )
         window.statusBar().showMessage(f"Cleared the thread and caches of {thread.name}", 5000)
         return True
 

@@ -14,8 +14,10 @@ from desktop.run_fit import with_fit
 from engine.api import SERVED_BY_LABELS, RunResult, format_seconds
 
 CLEAR_TEXT = "Clear thread and caches"
-CLEAR_TIP = ("Forget this document's questions and answers, and drop its caches: the target's full "
-             "document, the draft's cache, the background fill and the saved state on disk")
+CLEAR_TIP = (
+    "Forget this document's questions and answers, and drop its caches: the target's full "
+    "document, the draft's cache, the background fill and the saved state on disk"
+)
 EMPTY_TEXT = "No questions yet: ask one above. Follow-ups reuse this document's caches."
 RUN_TITLES = {"baseline": "Full prefill", "spec": "SpecPrefill"}
 MODE_TITLES = {"auto": "Ask", "baseline": "Full prefill only", "spec": "SpecPrefill only", "both": "Compare"}
@@ -23,21 +25,25 @@ STATE_TEXT = {ASKING: "answering…", CANCELLED: "cancelled"}
 
 
 def served_text(result: RunResult) -> str:
-    """"SpecPrefill with the cached draft · TTFT 0.40 s", then "· truncated: saw 52% of the document"
+    """ "SpecPrefill with the cached draft · TTFT 0.40 s", then "· truncated: saw 52% of the document"
     for a document longer than the window; the label is the engine's own wording."""
     label = SERVED_BY_LABELS.get(result.served_by, result.served_by or "one-shot run")
     return with_fit(f"{label} · TTFT {format_seconds(result.ttft_s)}", result)
 
 
 def exchange_html(number: int, exchange: Exchange) -> str:
-    parts = [f"<p><b>Q{number}: {escape(exchange.question)}</b> "
-             f"<span style='color: gray'>({MODE_TITLES.get(exchange.mode, exchange.mode)})</span></p>"]
+    parts = [
+        f"<p><b>Q{number}: {escape(exchange.question)}</b> "
+        f"<span style='color: gray'>({MODE_TITLES.get(exchange.mode, exchange.mode)})</span></p>"
+    ]
     if exchange.caption:
         parts.append(f"<p><i>{escape(exchange.caption)}</i></p>")
     for answer in exchange.answers:
         title = RUN_TITLES.get(answer.run, answer.run)
-        parts.append(f"<p>&nbsp;&nbsp;<b>{title}</b> — {escape(served_text(answer))}<br>"
-                     f"&nbsp;&nbsp;{escape(answer.answer)}</p>")
+        parts.append(
+            f"<p>&nbsp;&nbsp;<b>{title}</b> — {escape(served_text(answer))}<br>"
+            f"&nbsp;&nbsp;{escape(answer.answer)}</p>"
+        )
     if exchange.state == FAILED:
         parts.append(f"<p>&nbsp;&nbsp;<i>failed: {escape(exchange.message)}</i></p>")
     elif exchange.state != ANSWERED:

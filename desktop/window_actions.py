@@ -36,7 +36,9 @@ def build_actions(window: MainWindow) -> WindowActions:
         open_folder=QAction("Open &Folder…", window, shortcut=QKeySequence("Ctrl+Shift+O")),
         recent=RecentMenu(window.store, window),
         settings=QAction("&Settings…", window, shortcut=QKeySequence("Ctrl+,")),
-        choose_models=QAction("&Choose Models…", window, statusTip="Pick a target among the GGUF models on this machine"),
+        choose_models=QAction(
+            "&Choose Models…", window, statusTip="Pick a target among the GGUF models on this machine"
+        ),
         reload=QAction("&Reload Models", window),
         calibrate=QAction(CALIBRATE_TEXT, window, toolTip=CALIBRATE_TIP, statusTip=CALIBRATE_TIP),
         clear_thread=QAction(CLEAR_TEXT, window, toolTip=CLEAR_TIP, statusTip=CLEAR_TIP),

@@ -13,8 +13,14 @@ if TYPE_CHECKING:
     from desktop.main_window import MainWindow
 
 TAB_KEPT, TAB_ANSWERS, TAB_AB, TAB_THREAD = "kept", "answers", "ab", "thread"
-TAB_ALIASES = {"kept": TAB_KEPT, "heatmap": TAB_KEPT, "answers": TAB_ANSWERS, "diff": TAB_ANSWERS, "ab": TAB_AB,
-               "thread": TAB_THREAD}
+TAB_ALIASES = {
+    "kept": TAB_KEPT,
+    "heatmap": TAB_KEPT,
+    "answers": TAB_ANSWERS,
+    "diff": TAB_ANSWERS,
+    "ab": TAB_AB,
+    "thread": TAB_THREAD,
+}
 
 FIRST_START_SIZE = QSize(1280, 720)  # fits a 1366x768 laptop screen with its panels
 SCREEN_SHARE = 0.9  # or this share of a smaller screen's free area
@@ -43,8 +49,12 @@ def build_tabs(window: MainWindow) -> QTabWidget:
 
 def tab_widget(window: MainWindow, name: str) -> QWidget:
     """The tab called `name` or one of its aliases (the app's --tab choices)."""
-    widgets = {TAB_KEPT: window.kept_view, TAB_ANSWERS: window.answers, TAB_AB: window.ab_tab,
-               TAB_THREAD: window.thread_view}
+    widgets = {
+        TAB_KEPT: window.kept_view,
+        TAB_ANSWERS: window.answers,
+        TAB_AB: window.ab_tab,
+        TAB_THREAD: window.thread_view,
+    }
     return widgets[TAB_ALIASES[name]]
 
 

@@ -62,7 +62,9 @@ class _Runnable(QRunnable):
             if isinstance(result, Iterator):
                 result = self._drain(result)
         except Exception as e:
-            if isinstance(e, Cancelled) or cancel.cancelled:  # whatever broke after Cancel, the user asked to stop
+            if (
+                isinstance(e, Cancelled) or cancel.cancelled
+            ):  # whatever broke after Cancel, the user asked to stop
                 self._relay.cancelled.emit()
             else:
                 self._report_failure(e)

@@ -28,11 +28,22 @@ BUNDLE = DIST_DIR / "specprefill"
 EXECUTABLE = BUNDLE / "specprefill"
 STAMP = DIST_DIR / "specprefill.stamp"  # beside the bundle, not in it: deleting dist/ deletes both
 # What the bundle is built from: a change in any of them makes it stale.
-SOURCES = ["engine", "desktop", "resources", "packaging/specprefill.spec", "packaging/dist_entry.py",
-           "packaging/build_dist.py", "pyproject.toml"]
+SOURCES = [
+    "engine",
+    "desktop",
+    "resources",
+    "packaging/specprefill.spec",
+    "packaging/dist_entry.py",
+    "packaging/build_dist.py",
+    "pyproject.toml",
+]
 # The big pieces the size report names, relative to the bundle's _internal/ folder.
-PIECES = {"torch": ["torch", "functorch", "torchgen"], "Qt": ["PySide6", "shiboken6"], "llama": ["llama_cpp"],
-          "transformers": ["transformers", "tokenizers"]}
+PIECES = {
+    "torch": ["torch", "functorch", "torchgen"],
+    "Qt": ["PySide6", "shiboken6"],
+    "llama": ["llama_cpp"],
+    "transformers": ["transformers", "tokenizers"],
+}
 
 
 def dist_requirements() -> list[str]:
@@ -47,8 +58,19 @@ def ensure_pyinstaller() -> None:
     except ModuleNotFoundError:
         requirements = dist_requirements()
         print(f"installing {' '.join(requirements)}", flush=True)
-        subprocess.run([sys.executable, "-P", "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
-                       check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                *requirements,
+            ],
+            check=True,
+        )
 
 
 def source_hash() -> str:
@@ -83,9 +105,25 @@ def run_pyinstaller() -> None:
     STAMP.unlink(missing_ok=True)  # a failed build must not look up to date
     # The hooks import every torch submodule to list them: hundreds of DeprecationWarnings that say nothing.
     env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
-    subprocess.run([sys.executable, "-P", "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
-                    "--distpath", str(DIST_DIR), "--workpath", str(WORK_DIR), str(SPEC)],
-                   cwd=ROOT, env=env, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "PyInstaller",
+            "--noconfirm",
+            "--log-level",
+            "WARN",
+            "--distpath",
+            str(DIST_DIR),
+            "--workpath",
+            str(WORK_DIR),
+            str(SPEC),
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
     if not EXECUTABLE.is_file():
         raise SystemExit(f"PyInstaller finished but {EXECUTABLE} is missing")
 
@@ -128,8 +166,12 @@ def build(if_stale: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build the desktop bundle dist/specprefill/ with PyInstaller.")
-    parser.add_argument("--if-stale", action="store_true", help="skip the build when the bundle is up to date")
+    parser = argparse.ArgumentParser(
+        description="Build the desktop bundle dist/specprefill/ with PyInstaller."
+    )
+    parser.add_argument(
+        "--if-stale", action="store_true", help="skip the build when the bundle is up to date"
+    )
     build(parser.parse_args(argv).if_stale)
     return 0
 

@@ -49,21 +49,33 @@ PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VAR
 X86_CPU_VARIANTS = ("x64", "haswell", "skylakex", "sapphirerapids")
 GPU_CMAKE_ARGS = {"cpu": "", "cuda": "-DGGML_CUDA=on"}
 # First match names the backend in the cache key; HIPBLAS is the older name of HIP.
-BACKEND_FLAGS = (("cuda", "GGML_CUDA"), ("metal", "GGML_METAL"), ("vulkan", "GGML_VULKAN"),
-                 ("hip", "GGML_HIP"), ("hip", "GGML_HIPBLAS"))
+BACKEND_FLAGS = (
+    ("cuda", "GGML_CUDA"),
+    ("metal", "GGML_METAL"),
+    ("vulkan", "GGML_VULKAN"),
+    ("hip", "GGML_HIP"),
+    ("hip", "GGML_HIPBLAS"),
+)
 BUILD_MINUTES_ON_2_CORES = "3 to 10"  # 4 min 05 s measured on a quiet 2-core machine (four CPU variants)
 FAILURE_TAIL_LINES = 40
 
-DOWNLOAD_HINT = ("pip could not fetch the llama-cpp-python sdist: "
-                 "check the network and your pip index (pip config list).")
-PATCH_HINT = ("`patch` applies the gapped-positions patch (Debian/Ubuntu: sudo apt install patch); "
-              "if it ran, the patch no longer applies to this sdist.")
+DOWNLOAD_HINT = (
+    "pip could not fetch the llama-cpp-python sdist: check the network and your pip index (pip config list)."
+)
+PATCH_HINT = (
+    "`patch` applies the gapped-positions patch (Debian/Ubuntu: sudo apt install patch); "
+    "if it ran, the patch no longer applies to this sdist."
+)
 RPC_SERVER = "ggml-rpc-server"  # llama.cpp's RPC worker (tools/rpc): `specprefill worker` starts it
-RPC_SERVER_HINT = ("the RPC worker (tools/rpc/rpc-server.cpp) did not compile against the wheel's ggml: "
-                   "look above for the first 'error' (a C++17 compiler is needed)")
-BUILD_HINT = ("look above for the first 'error'. Usual causes: no C/C++ compiler (sudo apt install build-essential), "
-              "cmake (sudo apt install cmake), no disk space in the temporary dir (df -h ${TMPDIR:-/tmp}), "
-              "or a GPU backend's toolkit (nvcc for -DGGML_CUDA=on). Check with: python3 packaging/preflight.py")
+RPC_SERVER_HINT = (
+    "the RPC worker (tools/rpc/rpc-server.cpp) did not compile against the wheel's ggml: "
+    "look above for the first 'error' (a C++17 compiler is needed)"
+)
+BUILD_HINT = (
+    "look above for the first 'error'. Usual causes: no C/C++ compiler (sudo apt install build-essential), "
+    "cmake (sudo apt install cmake), no disk space in the temporary dir (df -h ${TMPDIR:-/tmp}), "
+    "or a GPU backend's toolkit (nvcc for -DGGML_CUDA=on). Check with: python3 packaging/preflight.py"
+)
 
 
 class StepFailed(Exception):
@@ -139,8 +151,9 @@ def run_logged(cmd: list[str], log: TextIO, hint: str, **popen_kwargs) -> None:
     """Stream the command's output line by line to the terminal and the log; raise StepFailed on failure."""
     say("+ " + shlex.join(cmd), log)
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                errors="replace", **popen_kwargs)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", **popen_kwargs
+        )
     except FileNotFoundError:
         say(f"{cmd[0]}: command not found", log)
         raise StepFailed(f"{cmd[0]} not found", hint) from None
@@ -153,8 +166,23 @@ def run_logged(cmd: list[str], log: TextIO, hint: str, **popen_kwargs) -> None:
 
 
 def download_sdist(dest: Path, log: TextIO) -> Path:
-    run_logged([sys.executable, "-P", "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                f"llama-cpp-python=={LLAMA_VERSION}", "-d", str(dest)], log, DOWNLOAD_HINT)
+    run_logged(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"llama-cpp-python=={LLAMA_VERSION}",
+            "-d",
+            str(dest),
+        ],
+        log,
+        DOWNLOAD_HINT,
+    )
     return next(dest.glob("llama_cpp_python-*.tar.gz"))
 
 
@@ -188,9 +216,21 @@ def unpack_wheel_libs(wheel: Path, dest: Path) -> Path:
 def rpc_server_command(src: Path, lib_dir: Path, out: Path) -> list[str]:
     # $ORIGIN: installed beside the wheel's libraries (install_rpc_server), it finds them there.
     ggml = src / "vendor" / "llama.cpp"
-    return [os.environ.get("CXX", "c++"), "-std=c++17", "-O2", "-I", str(ggml / "ggml" / "include"),
-            str(ggml / "tools" / "rpc" / "rpc-server.cpp"), "-L", str(lib_dir), "-lggml", "-lggml-base",
-            "-Wl,-rpath,$ORIGIN", "-o", str(out)]
+    return [
+        os.environ.get("CXX", "c++"),
+        "-std=c++17",
+        "-O2",
+        "-I",
+        str(ggml / "ggml" / "include"),
+        str(ggml / "tools" / "rpc" / "rpc-server.cpp"),
+        "-L",
+        str(lib_dir),
+        "-lggml",
+        "-lggml-base",
+        "-Wl,-rpath,$ORIGIN",
+        "-o",
+        str(out),
+    ]
 
 
 def build_rpc_server(src: Path, wheel: Path, out_dir: Path, log: TextIO) -> Path:
@@ -200,8 +240,11 @@ def build_rpc_server(src: Path, wheel: Path, out_dir: Path, log: TextIO) -> Path
     with tempfile.TemporaryDirectory(prefix="llama-libs-") as tmp:
         out = out_dir / RPC_SERVER
         run_logged(rpc_server_command(src, unpack_wheel_libs(wheel, Path(tmp)), out), log, RPC_SERVER_HINT)
-    say(f"== llama.cpp: {RPC_SERVER} built in {time.monotonic() - started:.0f} s "
-        f"({out.stat().st_size / 1e6:.1f} MB)", log)
+    say(
+        f"== llama.cpp: {RPC_SERVER} built in {time.monotonic() - started:.0f} s "
+        f"({out.stat().st_size / 1e6:.1f} MB)",
+        log,
+    )
     return out
 
 
@@ -220,10 +263,17 @@ def build_wheel(src: Path, out_dir: Path, extra_args: str, log: TextIO) -> Path:
 
 
 def announce_build(extra_args: str, log_path: Path, log: TextIO) -> None:
-    say(f"== llama.cpp: building patched llama-cpp-python {LLAMA_VERSION} "
-        f"(backend {backend_of(extra_args)}, CMAKE_ARGS: {our_cmake_args()} {extra_args}".rstrip() + ")", log)
-    say(f"   about {BUILD_MINUTES_ON_2_CORES} minutes on 2 cores (this machine has {os.cpu_count()}); "
-        "built once, then cached", log)
+    say(
+        f"== llama.cpp: building patched llama-cpp-python {LLAMA_VERSION} "
+        f"(backend {backend_of(extra_args)}, CMAKE_ARGS: {our_cmake_args()} {extra_args}".rstrip()
+        + ")",
+        log,
+    )
+    say(
+        f"   about {BUILD_MINUTES_ON_2_CORES} minutes on 2 cores (this machine has {os.cpu_count()}); "
+        "built once, then cached",
+        log,
+    )
     say(f"   full output: {log_path}", log)
 
 
@@ -272,8 +322,20 @@ def report_failure(failure: StepFailed, log_path: Path) -> None:
 
 def install_wheel(wheel: Path) -> int:
     say(f"== llama.cpp: installing {wheel.name} into {sys.prefix}")
-    rc = subprocess.run([sys.executable, "-P", "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                         "--force-reinstall", "--no-deps", str(wheel)]).returncode
+    rc = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--force-reinstall",
+            "--no-deps",
+            str(wheel),
+        ]
+    ).returncode
     return rc or install_rpc_server(wheel.parent / RPC_SERVER)
 
 
@@ -286,8 +348,10 @@ def install_rpc_server(server: Path) -> int:
     """Put the RPC worker beside the installed wheel's libraries, where the app looks for it."""
     lib_dir = installed_lib_dir()
     if not server.is_file():
-        say(f"== llama.cpp: no {RPC_SERVER} beside the cached wheel ({server.parent}); "
-            "`specprefill worker` will not run until the wheel is rebuilt")
+        say(
+            f"== llama.cpp: no {RPC_SERVER} beside the cached wheel ({server.parent}); "
+            "`specprefill worker` will not run until the wheel is rebuilt"
+        )
         return 0
     shutil.copy2(server, lib_dir / RPC_SERVER)
     say(f"== llama.cpp: {RPC_SERVER} installed in {lib_dir}")
@@ -296,8 +360,9 @@ def install_rpc_server(server: Path) -> int:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpu", choices=sorted(GPU_CMAKE_ARGS), default="cpu",
-                        help="cuda adds -DGGML_CUDA=on (default: cpu)")
+    parser.add_argument(
+        "--gpu", choices=sorted(GPU_CMAKE_ARGS), default="cpu", help="cuda adds -DGGML_CUDA=on (default: cpu)"
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--install", action="store_true", help="pip-install the wheel into this environment")
     mode.add_argument("--print-path", action="store_true", help="print the wheel's path (the default)")

@@ -19,7 +19,7 @@ SAFE_PATH_FLAG = "-P"  # our children pass it; the bundle never imports from the
 
 
 def drop_relative_paths() -> None:
-    """"" and relative sys.path entries name the current directory: the user's, not ours."""
+    """ "" and relative sys.path entries name the current directory: the user's, not ours."""
     sys.path[:] = [entry for entry in sys.path if entry and os.path.isabs(entry)]
 
 

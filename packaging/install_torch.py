@@ -47,7 +47,7 @@ class Plan:
     requirement: str
     header: str
     why: str
-    first_index: str | None = None     # an --extra-index-url for the first try
+    first_index: str | None = None  # an --extra-index-url for the first try
     fallback_index: str | None = None  # retried with it when the first sources have no match
 
 
@@ -58,18 +58,31 @@ def plan_for(gpu: str, platform: str | None = None, environ: dict[str, str] | No
         index = environ.get("TORCH_INDEX_URL") or None
         source = f"TORCH_INDEX_URL={index}" if index else "PyPI, whose Linux wheel is the CUDA build"
         # The exclusion stops pip from taking a +cpu wheel a find-links folder offers for the same version.
-        return Plan("cuda", TORCH_VERSION, f"torch=={TORCH_VERSION},!={TORCH_VERSION}+cpu",
-                    "== torch: CUDA build (GPU=cpu for the CPU build)",
-                    f"torch=={TORCH_VERSION} from {source}: several GB to download (torch + nvidia-* libraries)",
-                    first_index=index)
+        return Plan(
+            "cuda",
+            TORCH_VERSION,
+            f"torch=={TORCH_VERSION},!={TORCH_VERSION}+cpu",
+            "== torch: CUDA build (GPU=cpu for the CPU build)",
+            f"torch=={TORCH_VERSION} from {source}: several GB to download (torch + nvidia-* libraries)",
+            first_index=index,
+        )
     if platform == "darwin":
-        return Plan("cpu", TORCH_VERSION, f"torch=={TORCH_VERSION}",
-                    "== torch: CPU build with MPS (PyPI's macOS wheel)",
-                    f"torch=={TORCH_VERSION}: on macOS PyPI's wheel is the CPU + Metal (MPS) build")
-    return Plan("cpu", f"{TORCH_VERSION}+cpu", f"torch=={TORCH_VERSION}+cpu",
-                "== torch: CPU build (GPU=cuda for the CUDA build)",
-                f"torch=={TORCH_VERSION}+cpu: the CPU-only wheel (~185 MB); PyPI's default Linux wheel is "
-                f"the CUDA build (several GB)", fallback_index=CPU_INDEX_URL)
+        return Plan(
+            "cpu",
+            TORCH_VERSION,
+            f"torch=={TORCH_VERSION}",
+            "== torch: CPU build with MPS (PyPI's macOS wheel)",
+            f"torch=={TORCH_VERSION}: on macOS PyPI's wheel is the CPU + Metal (MPS) build",
+        )
+    return Plan(
+        "cpu",
+        f"{TORCH_VERSION}+cpu",
+        f"torch=={TORCH_VERSION}+cpu",
+        "== torch: CPU build (GPU=cuda for the CUDA build)",
+        f"torch=={TORCH_VERSION}+cpu: the CPU-only wheel (~185 MB); PyPI's default Linux wheel is "
+        f"the CUDA build (several GB)",
+        fallback_index=CPU_INDEX_URL,
+    )
 
 
 def installed_torch_version() -> str | None:
@@ -96,7 +109,9 @@ def pip_install_command(requirement: str, index: str | None) -> list[str]:
 def run_streamed(cmd: list[str]) -> tuple[int, str]:
     """Run, echoing each output line as it comes (torch downloads are long), and keep the output."""
     print("+ " + shlex.join(cmd), flush=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
     lines = []
     with proc:
         for line in proc.stdout:
@@ -109,16 +124,21 @@ def run_streamed(cmd: list[str]) -> tuple[int, str]:
 def install(plan: Plan) -> int:
     status, output = run_streamed(pip_install_command(plan.requirement, plan.first_index))
     if status and plan.fallback_index and NO_MATCH in output:
-        print(f"== torch: the configured pip sources have no {plan.requirement}; retrying with {plan.fallback_index}",
-              flush=True)
+        print(
+            f"== torch: the configured pip sources have no {plan.requirement}; retrying with {plan.fallback_index}",
+            flush=True,
+        )
         status, _ = run_streamed(pip_install_command(plan.requirement, plan.fallback_index))
     return status
 
 
 def replace_wrong_flavour(installed: str) -> int:
     # pip treats 2.13.0+cpu as satisfying torch==2.13.0 (and the other way round), so it would keep it.
-    print(f"== torch: {installed} is installed, not the wanted build: replacing it "
-          "(nvidia-* packages a CUDA build pulled stay; `make clean-venv` for a clean venv)", flush=True)
+    print(
+        f"== torch: {installed} is installed, not the wanted build: replacing it "
+        "(nvidia-* packages a CUDA build pulled stay; `make clean-venv` for a clean venv)",
+        flush=True,
+    )
     return subprocess.run([sys.executable, "-P", "-m", "pip", "uninstall", "-y", "-q", "torch"]).returncode
 
 
@@ -137,8 +157,10 @@ def report_installed(plan: Plan) -> int:
 
 def flavour_warnings(plan: Plan, cuda_build: bool, cuda_available: bool) -> list[str]:
     if plan.gpu == "cuda" and not cuda_build:
-        return [f"GPU=cuda, but this torch is a CPU build (PyPI's Windows wheel is one; or a pip source supplied it: "
-                f"pip config list). Try TORCH_INDEX_URL={CUDA_INDEX_EXAMPLE} make setup GPU=cuda"]
+        return [
+            f"GPU=cuda, but this torch is a CPU build (PyPI's Windows wheel is one; or a pip source supplied it: "
+            f"pip config list). Try TORCH_INDEX_URL={CUDA_INDEX_EXAMPLE} make setup GPU=cuda"
+        ]
     if plan.gpu == "cuda" and not cuda_available:
         return ["this is the CUDA build, but no CUDA device is visible: check the NVIDIA driver (nvidia-smi)"]
     if plan.gpu == "cpu" and cuda_build:
@@ -152,7 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="say what would be installed, install nothing")
     args = parser.parse_args(argv)
     if args.gpu == "cuda" and sys.platform == "darwin":
-        print("== torch: there is no CUDA on macOS; `make setup` (GPU=cpu) installs the MPS build", file=sys.stderr)
+        print(
+            "== torch: there is no CUDA on macOS; `make setup` (GPU=cpu) installs the MPS build",
+            file=sys.stderr,
+        )
         return 2
     plan = plan_for(args.gpu)
     print(plan.header, flush=True)
@@ -164,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print("would run: " + shlex.join(pip_install_command(plan.requirement, plan.first_index)))
         if plan.fallback_index:
-            print(f"   and on '{NO_MATCH}': " + shlex.join(pip_install_command(plan.requirement, plan.fallback_index)))
+            print(
+                f"   and on '{NO_MATCH}': "
+                + shlex.join(pip_install_command(plan.requirement, plan.fallback_index))
+            )
         return 0
     status = replace_wrong_flavour(installed) if installed else 0
     status = status or install(plan)

@@ -30,7 +30,7 @@ import build_llama_wheel  # noqa: E402  (a sibling script, not a package)
 REPO = Path(__file__).resolve().parents[1]
 MIN_PYTHON = (3, 11)
 PRETEND_ENV = "SPECPREFILL_PREFLIGHT_PRETEND_MISSING"
-GB = 1024 ** 3
+GB = 1024**3
 
 # What a first setup writes, in GB. Measured with `du -sh` after `make setup` on Linux x86_64
 # (CPU torch), except where marked as an estimate.
@@ -43,13 +43,21 @@ DRAFT_GB = 2.4  # the draft dequantized to safetensors
 LLAMA_BUILD_GB = 1.0
 
 XCB_CURSOR_LIB = "libxcb-cursor.so.0"
-LIB_DIRS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/lib/*-linux-gnu", "/lib/*-linux-gnu")
+LIB_DIRS = (
+    "/usr/lib",
+    "/usr/lib64",
+    "/lib",
+    "/lib64",
+    "/usr/local/lib",
+    "/usr/lib/*-linux-gnu",
+    "/lib/*-linux-gnu",
+)
 
 PLATFORM_NEEDS = {
     "darwin": "macOS: install the Xcode Command Line Tools (xcode-select --install) and cmake (brew install cmake); "
-              "the Debian/Ubuntu package names below do not apply.",
+    "the Debian/Ubuntu package names below do not apply.",
     "win32": "Windows: install Visual Studio Build Tools with the 'Desktop development with C++' workload, and CMake; "
-             "the Debian/Ubuntu package names below do not apply.",
+    "the Debian/Ubuntu package names below do not apply.",
 }
 
 
@@ -83,19 +91,45 @@ class Tool(Prerequisite):
 
 XCODE = "xcode-select --install"
 VS_BUILD_TOOLS = "Visual Studio Build Tools, C++ workload"
-PYTHON = Prerequisite("python", "Python", "python3",
-                      {"darwin": "brew install python@3.11", "win32": "python.org's installer, 3.11 or newer"})
+PYTHON = Prerequisite(
+    "python",
+    "Python",
+    "python3",
+    {"darwin": "brew install python@3.11", "win32": "python.org's installer, 3.11 or newer"},
+)
 VENV = Prerequisite("venv", "venv/ensurepip", "python3-venv")
 XCB_CURSOR = Prerequisite("xcb-cursor", "Qt's xcb cursor library", "libxcb-cursor0")
-C_COMPILER = Tool("cc", "C compiler", "build-essential", {"darwin": XCODE, "win32": VS_BUILD_TOOLS},
-                  ("cc", "gcc", "clang", "cl"))
-CXX_COMPILER = Tool("c++", "C++ compiler", "build-essential", {"darwin": XCODE, "win32": VS_BUILD_TOOLS},
-                    ("c++", "g++", "clang++", "cl"))
-PATCH = Tool("patch", "patch", "patch", {"darwin": XCODE, "win32": "patch.exe (Git for Windows) on PATH"}, ("patch",))
-CMAKE = Tool("cmake", "cmake", "cmake", {"darwin": "brew install cmake", "win32": "CMake (cmake.org) on PATH"},
-             ("cmake",))
-NVCC = Tool("nvcc", "nvcc (CUDA toolkit, for GPU=cuda)", "nvidia-cuda-toolkit",
-            {"win32": "NVIDIA's CUDA toolkit"}, ("nvcc",))
+C_COMPILER = Tool(
+    "cc",
+    "C compiler",
+    "build-essential",
+    {"darwin": XCODE, "win32": VS_BUILD_TOOLS},
+    ("cc", "gcc", "clang", "cl"),
+)
+CXX_COMPILER = Tool(
+    "c++",
+    "C++ compiler",
+    "build-essential",
+    {"darwin": XCODE, "win32": VS_BUILD_TOOLS},
+    ("c++", "g++", "clang++", "cl"),
+)
+PATCH = Tool(
+    "patch", "patch", "patch", {"darwin": XCODE, "win32": "patch.exe (Git for Windows) on PATH"}, ("patch",)
+)
+CMAKE = Tool(
+    "cmake",
+    "cmake",
+    "cmake",
+    {"darwin": "brew install cmake", "win32": "CMake (cmake.org) on PATH"},
+    ("cmake",),
+)
+NVCC = Tool(
+    "nvcc",
+    "nvcc (CUDA toolkit, for GPU=cuda)",
+    "nvidia-cuda-toolkit",
+    {"win32": "NVIDIA's CUDA toolkit"},
+    ("nvcc",),
+)
 
 
 def pretend_missing() -> set[str]:
@@ -114,8 +148,13 @@ def check_python(version: tuple[int, ...] | None = None) -> Result:
     if version[:2] >= MIN_PYTHON:
         return Result("ok", PYTHON.label, f"{shown} ({sys.executable})")
     wanted = ".".join(map(str, MIN_PYTHON))
-    return Result("missing", PYTHON.label, f"{shown} is too old, {wanted} or newer is needed",
-                  f"{PYTHON.fix()} ({wanted}+), then make setup PYTHON=python{wanted}", PYTHON.apt)
+    return Result(
+        "missing",
+        PYTHON.label,
+        f"{shown} is too old, {wanted} or newer is needed",
+        f"{PYTHON.fix()} ({wanted}+), then make setup PYTHON=python{wanted}",
+        PYTHON.apt,
+    )
 
 
 def check_venv_support(venv_dir: Path) -> Result:
@@ -123,10 +162,13 @@ def check_venv_support(venv_dir: Path) -> Result:
         return Result("ok", VENV.label, f"{venv_dir} exists")
     # Debian/Ubuntu ship ensurepip (which `python3 -m venv` needs) in a separate package.
     found = VENV.check not in pretend_missing() and all(
-        importlib.util.find_spec(module) for module in ("venv", "ensurepip"))
+        importlib.util.find_spec(module) for module in ("venv", "ensurepip")
+    )
     if found:
         return Result("ok", VENV.label, "python3 -m venv can create .venv")
-    return Result("missing", VENV.label, "python3 -m venv cannot work without ensurepip", VENV.fix(), VENV.apt)
+    return Result(
+        "missing", VENV.label, "python3 -m venv cannot work without ensurepip", VENV.fix(), VENV.apt
+    )
 
 
 def check_build_tool(tool: Tool, wheel_cached: bool, required: bool = True, missing_note: str = "") -> Result:
@@ -142,8 +184,11 @@ def check_build_tool(tool: Tool, wheel_cached: bool, required: bool = True, miss
 def check_build_tools(gpu: str, wheel_cached: bool) -> list[Result]:
     results = [check_build_tool(tool, wheel_cached) for tool in (C_COMPILER, CXX_COMPILER, PATCH)]
     # scikit-build-core fetches cmake from PyPI when there is none, so its absence may not matter.
-    results.append(check_build_tool(CMAKE, wheel_cached, required=False,
-                                    missing_note=" (scikit-build-core can fetch it from PyPI)"))
+    results.append(
+        check_build_tool(
+            CMAKE, wheel_cached, required=False, missing_note=" (scikit-build-core can fetch it from PyPI)"
+        )
+    )
     if gpu == "cuda":
         results.append(check_build_tool(NVCC, wheel_cached))
     return results
@@ -151,7 +196,8 @@ def check_build_tools(gpu: str, wheel_cached: bool) -> list[Result]:
 
 def ldconfig_lists(library: str) -> bool:
     ldconfig = shutil.which("ldconfig") or next(
-        (path for path in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(path)), None)
+        (path for path in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(path)), None
+    )
     if ldconfig is None:
         return False
     try:
@@ -170,9 +216,14 @@ def find_library(library: str) -> bool:
 def check_xcb_cursor() -> Result:
     if find_library(XCB_CURSOR_LIB):
         return Result("ok", XCB_CURSOR.label, XCB_CURSOR_LIB)
-    return Result("warning", XCB_CURSOR.label,
-                  f"{XCB_CURSOR_LIB} not found: the app's window cannot open on X11/XWayland "
-                  "(tests and QT_QPA_PLATFORM=offscreen do not need it)", XCB_CURSOR.fix(), XCB_CURSOR.apt)
+    return Result(
+        "warning",
+        XCB_CURSOR.label,
+        f"{XCB_CURSOR_LIB} not found: the app's window cannot open on X11/XWayland "
+        "(tests and QT_QPA_PLATFORM=offscreen do not need it)",
+        XCB_CURSOR.fix(),
+        XCB_CURSOR.apt,
+    )
 
 
 @dataclass(frozen=True)
@@ -221,7 +272,11 @@ def free_gb(path: Path) -> float:
 
 def check_disk(needs: list[DiskNeed], anchor: Path) -> list[Result]:
     if not needs:
-        return [Result("ok", "disk space", f"everything large is in place; {free_gb(anchor):.1f} GB free at {anchor}")]
+        return [
+            Result(
+                "ok", "disk space", f"everything large is in place; {free_gb(anchor):.1f} GB free at {anchor}"
+            )
+        ]
     by_filesystem: dict[int, list[DiskNeed]] = {}
     for need in needs:
         by_filesystem.setdefault(existing_ancestor(need.path).stat().st_dev, []).append(need)
@@ -236,12 +291,18 @@ def check_filesystem(needs: list[DiskNeed]) -> Result:
     detail = f"{free:.1f} GB free on the disk of {where}; setup writes about {total:.1f} GB there ({parts})"
     if free >= total:
         return Result("ok", "disk space", detail)
-    return Result("missing", "disk space", detail,
-                  f"free {total - free:.1f} GB more (e.g. pip cache purge; old caches under {where})")
+    return Result(
+        "missing",
+        "disk space",
+        detail,
+        f"free {total - free:.1f} GB more (e.g. pip cache purge; old caches under {where})",
+    )
 
 
 def run_checks(gpu: str, venv_dir: Path) -> list[Result]:
-    key_dir = build_llama_wheel.cache_root() / build_llama_wheel.wheel_key(build_llama_wheel.extra_cmake_args(gpu))
+    key_dir = build_llama_wheel.cache_root() / build_llama_wheel.wheel_key(
+        build_llama_wheel.extra_cmake_args(gpu)
+    )
     wheel_cached = build_llama_wheel.cached_wheel(key_dir) is not None
     cache_dir = build_llama_wheel.cache_root().parent
     results = [check_python(), check_venv_support(venv_dir), *check_build_tools(gpu, wheel_cached)]

@@ -5,6 +5,7 @@ run in its cases (failed cases left out).
 case, in one process, against the journal's baselines: a same-run TTFT comparison of two keeps
 without paying the full prefills again.
 Usage: python research/journal-baselines-only.py IN.journal.jsonl OUT.journal.jsonl"""
+
 from __future__ import annotations
 
 import argparse

@@ -7,6 +7,7 @@ With --heads DIR, each case's look-ahead attention is also saved, per step, laye
 means and chunk maxima of the smoothed rows (DIR/ID.npz): enough to try another way of reducing
 them to chunk scores offline (research/scoring/aggregations.py).
 Usage: python research/keep-auto-probe.py OUT.jsonl [--scores] [--heads DIR] [--suite SUITE.jsonl ...]"""
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,13 @@ class HeadRecorder:
     def __init__(self, chunk_size):
         import engine.draft.scorer as scorer_mod
         from engine.draft.selection import chunk_scores, smooth_rows
-        self.chunk_size, self.smooth, self.chunk_scores, self.steps = chunk_size, smooth_rows, chunk_scores, []
+
+        self.chunk_size, self.smooth, self.chunk_scores, self.steps = (
+            chunk_size,
+            smooth_rows,
+            chunk_scores,
+            [],
+        )
         scorer_mod.step_importance = self.record
 
     def record(self, rows, kernel):
@@ -42,8 +49,12 @@ class HeadRecorder:
         return pooled.amax(dim=0)
 
     def save(self, path, **meta):
-        np.savez_compressed(path, chunk_mean=np.stack([m for m, _ in self.steps]),
-                            chunk_max=np.stack([p for _, p in self.steps]), **meta)
+        np.savez_compressed(
+            path,
+            chunk_mean=np.stack([m for m, _ in self.steps]),
+            chunk_max=np.stack([p for _, p in self.steps]),
+            **meta,
+        )
         self.steps = []
 
 
@@ -53,6 +64,7 @@ def spans(text, phrase):
     while i >= 0:
         yield i, i + len(p)
         i = low.find(p, i + 1)
+
 
 def token_span(offsets, doc_start, a, b):
     t0 = int(np.searchsorted(offsets, doc_start + a, side="right")) - 1
@@ -85,8 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="OUT.jsonl: one row a case")
     parser.add_argument("--scores", action="store_true", help="also the chunk scores and evidence chunks")
     parser.add_argument("--heads", type=Path, metavar="DIR", help="also the look-ahead attention, DIR/ID.npz")
-    parser.add_argument("--suite", type=Path, action="append",
-                        help="a suite to probe (repeatable; default: resources/eval/fidelity.jsonl and dev.jsonl)")
+    parser.add_argument(
+        "--suite",
+        type=Path,
+        action="append",
+        help="a suite to probe (repeatable; default: resources/eval/fidelity.jsonl and dev.jsonl)",
+    )
     args = parser.parse_args(argv)
 
     from engine.core.settings import ModelSettings, RunSettings
@@ -121,10 +137,13 @@ def main(argv: list[str] | None = None) -> int:
                     print("skip", case.id, prompt.n_tokens, flush=True)
                     break
                 if prefix is None:
-                    prefix = DraftPrefix(prompt.tokens[:prompt.tail_start].copy(), base.draft_window)
+                    prefix = DraftPrefix(prompt.tokens[: prompt.tail_start].copy(), base.draft_window)
                 t = time.perf_counter()
-                score = run_to_end(engine.scorer.iter_score(prompt.tokens.tolist(), ScoringParams.from_settings(base),
-                                                            prefix=prefix))
+                score = run_to_end(
+                    engine.scorer.iter_score(
+                        prompt.tokens.tolist(), ScoringParams.from_settings(base), prefix=prefix
+                    )
+                )
                 draft_s = time.perf_counter() - t
                 offsets = np.array(token_char_offsets(engine.runtime.model, prompt))
                 doc_start = len(prompt.parts.prefix)
@@ -133,30 +152,66 @@ def main(argv: list[str] | None = None) -> int:
                 prot = protected_chunks(prompt.n_tokens, base.chunk_size, prompt.tail_start)
                 # The keep=auto policy this probe measured (the engine's until 2026-12-03): broad questions at the ceiling.
                 choice = choose_keep(scores, prot, case.question, 0.1, 0.4, broad_keep=0.4)
-                row = dict(id=case.id, kind=case.kind, doc=Path(case.doc).name, tokens=prompt.n_tokens, spread=round(choice.spread, 4),
-                           auto_keep=choice.keep, broad=choice.broad, draft_s=round(draft_s, 1), parts=len(parts))
+                row = dict(
+                    id=case.id,
+                    kind=case.kind,
+                    doc=Path(case.doc).name,
+                    tokens=prompt.n_tokens,
+                    spread=round(choice.spread, 4),
+                    auto_keep=choice.keep,
+                    broad=choice.broad,
+                    draft_s=round(draft_s, 1),
+                    parts=len(parts),
+                )
                 points = case.key_points or ([case.answers] if case.answers else [])
-                for label, keep, cov in [*((str(k), k, "off") for k in KEEPS), ("auto", "auto", "off"),
-                                         *((f"{k}+cov", k, "on") for k in KEEPS), ("auto+cov", "auto", "auto")]:
+                for label, keep, cov in [
+                    *((str(k), k, "off") for k in KEEPS),
+                    ("auto", "auto", "off"),
+                    *((f"{k}+cov", k, "on") for k in KEEPS),
+                    ("auto+cov", "auto", "auto"),
+                ]:
                     run = RunSettings(keep=keep, coverage=cov)
-                    plan = plan_request_selection(score.importance, prompt, run, None,
-                                                  parts if wants_coverage(run, case.question) else [])
+                    plan = plan_request_selection(
+                        score.importance,
+                        prompt,
+                        run,
+                        None,
+                        parts if wants_coverage(run, case.question) else [],
+                    )
                     mask = np.zeros(prompt.n_tokens, bool)
                     mask[plan.kept_idx] = True
                     hit = [survives(p, doc.text, offsets, doc_start, mask) for p in points]
                     row[label] = round(sum(hit) / len(hit), 3) if hit else None
                     row[label + "_kept"] = round(len(plan.kept_idx) / prompt.n_tokens, 3)
                 if with_scores:
-                    row.update(chunk_size=base.chunk_size, protected=[int(c) for c in prot],
-                               chunk_scores=[float(f"{v:.5g}") for v in scores],
-                               evidence=[evidence_chunks(p, doc.text, offsets, doc_start, base.chunk_size) for p in points])
+                    row.update(
+                        chunk_size=base.chunk_size,
+                        protected=[int(c) for c in prot],
+                        chunk_scores=[float(f"{v:.5g}") for v in scores],
+                        evidence=[
+                            evidence_chunks(p, doc.text, offsets, doc_start, base.chunk_size) for p in points
+                        ],
+                    )
                 if recorder is not None:
                     cfg = engine.scorer.model.config
-                    recorder.save(heads_dir / f"{case.id}.npz", layers=cfg.num_hidden_layers, heads=cfg.num_attention_heads,
-                                  importance=score.importance.astype(np.float32))
+                    recorder.save(
+                        heads_dir / f"{case.id}.npz",
+                        layers=cfg.num_hidden_layers,
+                        heads=cfg.num_attention_heads,
+                        importance=score.importance.astype(np.float32),
+                    )
                 out.write(json.dumps(row) + "\n")
                 out.flush()
-                print(row["id"], row["kind"], row["spread"], row["auto_keep"], row["0.1"], row["0.2"], row["auto"], flush=True)
+                print(
+                    row["id"],
+                    row["kind"],
+                    row["spread"],
+                    row["auto_keep"],
+                    row["0.1"],
+                    row["0.2"],
+                    row["auto"],
+                    flush=True,
+                )
     engine.close()
     return 0
 

@@ -37,8 +37,9 @@ def layer_evidence():
     return sys.modules[key]
 
 
-def survives(engine, prompt, offsets, importance, settings: RunSettings, document,
-             places) -> tuple[bool, list[str]]:
+def survives(
+    engine, prompt, offsets, importance, settings: RunSettings, document, places
+) -> tuple[bool, list[str]]:
     """Whether some answer place is wholly kept under these settings, and what was kept first (`offsets`:
     the prompt's token char offsets)."""
     from engine.pipeline.selection_plan import char_token_spans, plan_request_selection, wanted_parts
@@ -46,8 +47,9 @@ def survives(engine, prompt, offsets, importance, settings: RunSettings, documen
     doc_start = len(prompt.parts.prefix)
     wanted = wanted_parts(settings, prompt.parts.question, document.text, document.segments)
     covered, files, definitions = wanted.in_tokens(offsets, doc_start, prompt.doc_token_span)
-    plan = plan_request_selection(importance, prompt, settings, engine.selection_budget(prompt, settings),
-                                  covered, files, definitions)
+    plan = plan_request_selection(
+        importance, prompt, settings, engine.selection_budget(prompt, settings), covered, files, definitions
+    )
     kept = np.zeros(prompt.n_tokens, dtype=bool)
     kept[plan.kept_idx] = True
     spans = char_token_spans(places, offsets, doc_start, prompt.doc_token_span)
@@ -85,24 +87,35 @@ def main(argv: list[str] | None = None) -> int:
                 prompt = engine.prepare(document.text, case.question, base)
                 key = PrefixKey(str(case.doc), ("probe", 0), ("probe", 0), "", 0, "")
                 t0 = time.perf_counter()
-                score = run_to_end(iter_score_segments(
-                    engine.scorer, prompt.tokens.tolist(), prompt.doc_token_span, engine.draft_pass_tokens(base),
-                    ScoringParams.from_settings(base), cache=DocumentSegments(caches, key, base.draft_window)))
+                score = run_to_end(
+                    iter_score_segments(
+                        engine.scorer,
+                        prompt.tokens.tolist(),
+                        prompt.doc_token_span,
+                        engine.draft_pass_tokens(base),
+                        ScoringParams.from_settings(base),
+                        cache=DocumentSegments(caches, key, base.draft_window),
+                    )
+                )
                 draft_s = time.perf_counter() - t0
                 offsets = token_char_offsets(engine.runtime.model, prompt)  # both settings share them
                 places = text_places(document.text, case.answers or (), 0, len(document.text))
                 row = {"suite": Path(suite).name, "id": case.id, "draft_s": round(draft_s, 1)}
                 for named in ("off", "auto"):
                     settings = replace(base, named_files=named)
-                    ok, focused = survives(engine, prompt, offsets, score.importance, settings, document, places)
+                    ok, focused = survives(
+                        engine, prompt, offsets, score.importance, settings, document, places
+                    )
                     right[named] += ok
                     row[named] = ok
                     row[f"{named}_focused"] = focused
                 out.write(json.dumps(row) + "\n")
                 out.flush()
-                print(f"{row['suite']:32s} {case.id:40s} off {'kept' if row['off'] else '----'}  "
-                      f"auto {'kept' if row['auto'] else '----'}  draft {draft_s:.0f} s  {row['auto_focused']}",
-                      flush=True)
+                print(
+                    f"{row['suite']:32s} {case.id:40s} off {'kept' if row['off'] else '----'}  "
+                    f"auto {'kept' if row['auto'] else '----'}  draft {draft_s:.0f} s  {row['auto_focused']}",
+                    flush=True,
+                )
     print(f"answer kept: scores alone {right['off']}, named first {right['auto']}")
     return 0
 

@@ -26,10 +26,14 @@ def main(suite_path: str, answers_path: str) -> int:
         case = cases[row["question"]]
         ok = is_correct(row["answer"], list(case.answers or ()))
         right += ok
-        print(f"{case.id:40s} {'right' if ok else 'WRONG'}  TTFT {row['ttft_s']:.0f} s (draft {row['draft_s']:.0f} + "
-              f"target {row['target_prefill_s']:.0f})  draft peak {row['draft_peak_mem_bytes'] / 1e9:.2f} GB  "
-              f"fit {row['fit']}, saw {row['seen_fraction']:.1%}  first: {', '.join(row.get('focused_parts', []))}")
-        print(f"    expected {' | '.join(case.answers or ())}; answered: {' '.join(row['answer'].split())[:240]}")
+        print(
+            f"{case.id:40s} {'right' if ok else 'WRONG'}  TTFT {row['ttft_s']:.0f} s (draft {row['draft_s']:.0f} + "
+            f"target {row['target_prefill_s']:.0f})  draft peak {row['draft_peak_mem_bytes'] / 1e9:.2f} GB  "
+            f"fit {row['fit']}, saw {row['seen_fraction']:.1%}  first: {', '.join(row.get('focused_parts', []))}"
+        )
+        print(
+            f"    expected {' | '.join(case.answers or ())}; answered: {' '.join(row['answer'].split())[:240]}"
+        )
     print(f"{right} of {len(rows)} right")
     return 0
 
@@ -37,7 +41,9 @@ def main(suite_path: str, answers_path: str) -> int:
 def cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite", help="the suite the answers were asked from (SUITE.jsonl)")
-    parser.add_argument("answers", help="`specprefill chat --json` output, one JSON object a line (ANSWERS.jsonl)")
+    parser.add_argument(
+        "answers", help="`specprefill chat --json` output, one JSON object a line (ANSWERS.jsonl)"
+    )
     args = parser.parse_args(argv)
     return main(args.suite, args.answers)
 

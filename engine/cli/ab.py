@@ -77,31 +77,51 @@ from engine.eval.results import (
 )
 from engine.eval.suite import Case, load_suite
 
-JOURNAL_HELP = ("Each case is written, as it finishes, to a journal: OUT.journal.jsonl beside --report "
-                "(else --csv), or without either in the cache folder's ab-journals/.")
+JOURNAL_HELP = (
+    "Each case is written, as it finishes, to a journal: OUT.journal.jsonl beside --report "
+    "(else --csv), or without either in the cache folder's ab-journals/."
+)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("ab", help="A/B suite: baseline vs SpecPrefill at several keep values",
-                              epilog=JOURNAL_HELP)
+    p = subparsers.add_parser(
+        "ab", help="A/B suite: baseline vs SpecPrefill at several keep values", epilog=JOURNAL_HELP
+    )
     p.add_argument("--suite", type=path_arg, required=True, help="JSONL file, one case per line")
-    p.add_argument("--keep", default=DEFAULT_KEEPS,
-                   help=f"comma-separated fractions of chunks to keep, each in (0, 1], or auto (chosen per question "
-                        f"from the draft's scores) (default {DEFAULT_KEEPS})")
-    p.add_argument("--only", metavar="KIND[,KIND]", default=None,
-                   help="run only the cases of these kinds (a full suite takes hours on a CPU: run it in parts)")
-    p.add_argument("--cases", metavar="ID[,ID]", default=None,
-                   help="run only the cases with these ids (after --only): re-measure a few after a change")
+    p.add_argument(
+        "--keep",
+        default=DEFAULT_KEEPS,
+        help=f"comma-separated fractions of chunks to keep, each in (0, 1], or auto (chosen per question "
+        f"from the draft's scores) (default {DEFAULT_KEEPS})",
+    )
+    p.add_argument(
+        "--only",
+        metavar="KIND[,KIND]",
+        default=None,
+        help="run only the cases of these kinds (a full suite takes hours on a CPU: run it in parts)",
+    )
+    p.add_argument(
+        "--cases",
+        metavar="ID[,ID]",
+        default=None,
+        help="run only the cases with these ids (after --only): re-measure a few after a change",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object {summary, cases, environment}")
     p.add_argument("--report", type=path_arg, metavar="OUT.html", help="write a self-contained HTML report")
     p.add_argument("--csv", type=path_arg, metavar="OUT.csv", help="write one CSV row per case and run")
-    p.add_argument("--resume", action="store_true",
-                   help="skip the cases the journal already holds (a failed case runs again); keeps may be "
-                        "added, and its cases then run only those; refused when the journal was made with another "
-                        "suite, a keep not asked for or other settings. " + JOURNAL_HELP)
-    p.add_argument("--reuse-cache", action="store_true",
-                   help="reuse each document's caches across its questions: faster accuracy; cached TTFTs are "
-                        "labelled and kept out of the cold means (mean TTFT, speed-up)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip the cases the journal already holds (a failed case runs again); keeps may be "
+        "added, and its cases then run only those; refused when the journal was made with another "
+        "suite, a keep not asked for or other settings. " + JOURNAL_HELP,
+    )
+    p.add_argument(
+        "--reuse-cache",
+        action="store_true",
+        help="reuse each document's caches across its questions: faster accuracy; cached TTFTs are "
+        "labelled and kept out of the cold means (mean TTFT, speed-up)",
+    )
     add_run_options(p, skip=("keep",))
     add_model_options(p)
     p.set_defaults(command=command)
@@ -123,9 +143,12 @@ def command(args, cancel: CancelToken) -> int:
         finished = _prepare_journal(journal, header, args.resume, {case.id for case in cases})
         engine = load_engine(args, cancel, quiet=args.json)
         try:
-            start_journal(journal, header, finished.values())  # only now: a failed load leaves the old journal alone
-            report = _run_journaled(engine, cases, keeps, settings, cancel, journal, finished, args.password,
-                                    args.reuse_cache)
+            start_journal(
+                journal, header, finished.values()
+            )  # only now: a failed load leaves the old journal alone
+            report = _run_journaled(
+                engine, cases, keeps, settings, cancel, journal, finished, args.password, args.reuse_cache
+            )
         finally:
             engine.close()
     _write_files(report, args.report, args.csv)
@@ -138,18 +161,27 @@ def command(args, cancel: CancelToken) -> int:
 
 def only_kinds(cases: list[Case], only: str | None) -> list[Case]:
     """The cases of the listed kinds (all without a list); a kind the suite lacks is refused, naming those it has."""
-    return only_listed(cases, only, "kind",
-                       lambda kind, kinds: f"no case of kind {kind!r} in the suite (its kinds: {', '.join(kinds)})")
+    return only_listed(
+        cases,
+        only,
+        "kind",
+        lambda kind, kinds: f"no case of kind {kind!r} in the suite (its kinds: {', '.join(kinds)})",
+    )
 
 
 def only_ids(cases: list[Case], ids: str | None) -> list[Case]:
     """The cases with the listed ids, in suite order (all without a list); an id not among `cases` is refused."""
-    return only_listed(cases, ids, "id",
-                       lambda case_id, _: f"no case with id {case_id!r} among the cases to run (see --only)")
+    return only_listed(
+        cases,
+        ids,
+        "id",
+        lambda case_id, _: f"no case with id {case_id!r} among the cases to run (see --only)",
+    )
 
 
-def only_listed(cases: list[Case], listed: str | None, field: str,
-                refusal: Callable[[str, list[str]], str]) -> list[Case]:
+def only_listed(
+    cases: list[Case], listed: str | None, field: str, refusal: Callable[[str, list[str]], str]
+) -> list[Case]:
     """The cases whose `field` is in the comma-separated `listed`, in suite order (all when it is None).
     An empty list, or a value no case has, is refused: refusal(the first such value, the values present)."""
     if listed is None:
@@ -186,7 +218,9 @@ def _make_journal_folder(path: Path) -> None:
     require_writable_folder(path)
 
 
-def _prepare_journal(path: Path, header: JournalHeader, resume: bool, chosen: set[str]) -> dict[str, CaseRecord]:
+def _prepare_journal(
+    path: Path, header: JournalHeader, resume: bool, chosen: set[str]
+) -> dict[str, CaseRecord]:
     """When resuming, read the finished cases to skip. `chosen`: the ids this run asks for (--only,
     --cases), the only ones an added keep runs on."""
     if not resume:
@@ -202,16 +236,27 @@ def _prepare_journal(path: Path, header: JournalHeader, resume: bool, chosen: se
         _say(f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')} will not run again")
         return finished
     lacking = sum(1 for record in asked if not set(added) <= record.spec.keys())
-    _say(f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')}, {lacking:,} of which will run "
-         f"only the keeps the journal lacks ({', '.join(added)}), beside their runs in it")
+    _say(
+        f"[ab] resuming from {path}: {format_count(len(finished), 'finished case')}, {lacking:,} of which will run "
+        f"only the keeps the journal lacks ({', '.join(added)}), beside their runs in it"
+    )
     return finished
 
 
-def _run_journaled(engine, cases: list[Case], keeps: list[str], settings: RunSettings, cancel: CancelToken,
-                   journal: Path, finished: dict[str, CaseRecord], password: str | None,
-                   reuse_cache: bool = False) -> AbReport:
-    for event in run_suite(engine, cases, keeps, settings, cancel, password=password, finished=finished,
-                           reuse_cache=reuse_cache):
+def _run_journaled(
+    engine,
+    cases: list[Case],
+    keeps: list[str],
+    settings: RunSettings,
+    cancel: CancelToken,
+    journal: Path,
+    finished: dict[str, CaseRecord],
+    password: str | None,
+    reuse_cache: bool = False,
+) -> AbReport:
+    for event in run_suite(
+        engine, cases, keeps, settings, cancel, password=password, finished=finished, reuse_cache=reuse_cache
+    ):
         if isinstance(event, AbFinished):
             return event.report
         if isinstance(event, AbCaseDone):
@@ -247,14 +292,18 @@ def _write_files(report: AbReport, html_path: Path | None, csv_path: Path | None
 # -- text output ---------------------------------------------------------------------
 def progress_line(p: AbProgress) -> str:
     eta = "ETA --" if p.eta_s is None else f"ETA {format_duration(p.eta_s)}"
-    return (f"[ab] case {p.case_number}/{p.n_cases} {p.case_id}: {p.label} "
-            f"(run {p.runs_done + 1}/{p.runs_total}, elapsed {format_duration(p.elapsed_s)}, {eta})")
+    return (
+        f"[ab] case {p.case_number}/{p.n_cases} {p.case_id}: {p.label} "
+        f"(run {p.runs_done + 1}/{p.runs_total}, elapsed {format_duration(p.elapsed_s)}, {eta})"
+    )
 
 
 TABLE_HEAD = ("run", "accuracy", "agreement", "mean TTFT", "speed-up", "kept", "bypassed")
 CACHED_HEAD = ("cached runs", "cached mean TTFT")  # only for suites run with --reuse-cache
-CACHED_NOTE = ("document caches reused (--reuse-cache): mean TTFT and speed-up are over cold runs only; "
-               "cached runs are counted and averaged apart")
+CACHED_NOTE = (
+    "document caches reused (--reuse-cache): mean TTFT and speed-up are over cold runs only; "
+    "cached runs are counted and averaged apart"
+)
 FIT_NOTE = "documents longer than the context window (the baseline saw them cut, SpecPrefill by selection):"
 
 
@@ -269,8 +318,12 @@ def format_summary(report: AbReport) -> str:
         lines.append(CACHED_NOTE)
     lines += _fit_lines(report.fit_tallies())
     lines += ["", "by kind (accuracy; agreement for kinds without answers):"]
-    lines += _align([("kind", "cases", *(run_label(keep) for keep in [None, *summary.keeps])),
-                     *(_kind_cells(kind, group) for kind, group in sorted(summary.by_kind.items()))])
+    lines += _align(
+        [
+            ("kind", "cases", *(run_label(keep) for keep in [None, *summary.keeps])),
+            *(_kind_cells(kind, group) for kind, group in sorted(summary.by_kind.items())),
+        ]
+    )
     if report.failed_cases:
         lines += ["", f"failed, left out of the figures above ({len(report.failed_cases)}):"]
         lines += [f"  {case.id}: {case.error}" for case in report.failed_cases]
@@ -285,9 +338,15 @@ def _fit_lines(tallies: dict[str, str]) -> list[str]:
 
 
 def _summary_cells(label: str, s: RunSummary, with_cached: bool = False) -> tuple[str, ...]:
-    cells = (label, accuracy_text(s), format_percent(s.agreement),
-             format_seconds(s.mean_ttft_s), format_ratio(s.speedup), format_percent(s.mean_kept_fraction),
-             _count(s.n_bypassed))
+    cells = (
+        label,
+        accuracy_text(s),
+        format_percent(s.agreement),
+        format_seconds(s.mean_ttft_s),
+        format_ratio(s.speedup),
+        format_percent(s.mean_kept_fraction),
+        _count(s.n_bypassed),
+    )
     return (*cells, _count(s.n_cached), format_seconds(s.cached_mean_ttft_s)) if with_cached else cells
 
 

@@ -22,21 +22,38 @@ from engine.ingest import load_document
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("bench", help="TTFT of full prefill vs SpecPrefill at several prompt lengths")
-    p.add_argument("--doc", type=path_arg, required=True,
-                   help="the document whose text is cut to each length (a PDF, a text file or a code folder)")
-    p.add_argument("--lengths", type=int_list, default=[2048, 4096, 8192],
-                   help="prompt lengths in tokens, comma-separated (default 2048,4096,8192)")
+    p.add_argument(
+        "--doc",
+        type=path_arg,
+        required=True,
+        help="the document whose text is cut to each length (a PDF, a text file or a code folder)",
+    )
+    p.add_argument(
+        "--lengths",
+        type=int_list,
+        default=[2048, 4096, 8192],
+        help="prompt lengths in tokens, comma-separated (default 2048,4096,8192)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--plot", type=path_arg, help="write a PNG of TTFT vs length")
-    p.add_argument("--respect-threshold", action="store_true",
-                   help="bypass SpecPrefill below --min-tokens, to measure the bypass cost")
-    p.add_argument("--sessions", action="store_true",
-                   help="measure a document session's paths instead: cold full prefill, cold SpecPrefill, "
-                        "follow-ups with the cached draft (alone and during a background fill), from the "
-                        "cached full prefix, and after reopening from the saved state; with memory")
-    p.add_argument("--read-ahead", action="store_true",
-                   help="measure the first question after the draft's read-ahead instead: cold full prefill, "
-                        "cold SpecPrefill and SpecPrefill after the read-ahead, per length, in one run")
+    p.add_argument(
+        "--respect-threshold",
+        action="store_true",
+        help="bypass SpecPrefill below --min-tokens, to measure the bypass cost",
+    )
+    p.add_argument(
+        "--sessions",
+        action="store_true",
+        help="measure a document session's paths instead: cold full prefill, cold SpecPrefill, "
+        "follow-ups with the cached draft (alone and during a background fill), from the "
+        "cached full prefix, and after reopening from the saved state; with memory",
+    )
+    p.add_argument(
+        "--read-ahead",
+        action="store_true",
+        help="measure the first question after the draft's read-ahead instead: cold full prefill, "
+        "cold SpecPrefill and SpecPrefill after the read-ahead, per length, in one run",
+    )
     add_run_options(p)
     add_model_options(p)
     add_target_shape_option(p)
@@ -73,16 +90,24 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
 
 
 def bench_line(r: BenchRow) -> str:
-    return (f"{r.prompt_tokens:>6} tok | baseline {r.baseline_ttft_s:7.2f}s | spec {r.spec_ttft_s:7.2f}s "
-            f"(draft {r.draft_s:6.2f}s + target {r.target_prefill_s:6.2f}s + other {r.overhead_s:5.2f}s) | "
-            f"{r.speedup:4.2f}x | kept {format_percent(r.kept_fraction)} | {r.positions}"
-            f" | draft mem {format_bytes(r.draft_peak_mem_bytes)}{fit_marks(r)}")
+    return (
+        f"{r.prompt_tokens:>6} tok | baseline {r.baseline_ttft_s:7.2f}s | spec {r.spec_ttft_s:7.2f}s "
+        f"(draft {r.draft_s:6.2f}s + target {r.target_prefill_s:6.2f}s + other {r.overhead_s:5.2f}s) | "
+        f"{r.speedup:4.2f}x | kept {format_percent(r.kept_fraction)} | {r.positions}"
+        f" | draft mem {format_bytes(r.draft_peak_mem_bytes)}{fit_marks(r)}"
+    )
 
 
 def fit_marks(r: BenchRow) -> str:
     """For a length longer than the window: how each run fit it ("" when the document fit)."""
-    marks = [f"{run} {label}" for run, label in (("baseline", fit_label(r.baseline_fit, r.baseline_seen_fraction)),
-                                                 ("spec", fit_label(r.spec_fit, r.spec_seen_fraction))) if label]
+    marks = [
+        f"{run} {label}"
+        for run, label in (
+            ("baseline", fit_label(r.baseline_fit, r.baseline_seen_fraction)),
+            ("spec", fit_label(r.spec_fit, r.spec_seen_fraction)),
+        )
+        if label
+    ]
     return "".join(f" | {mark}" for mark in marks)
 
 
@@ -94,21 +119,37 @@ def sessions_command(args: argparse.Namespace, cancel: CancelToken) -> int:
     try:
         prefix_context = prefix_context_rss_bytes(engine)
         if not args.json:
-            print(f"prefix context ({engine.info.n_ctx} tokens): +{format_bytes(prefix_context)} RSS", flush=True)
+            print(
+                f"prefix context ({engine.info.n_ctx} tokens): +{format_bytes(prefix_context)} RSS",
+                flush=True,
+            )
         for item in run_session_bench(engine, document.text, args.lengths, settings, cancel):
             if isinstance(item, SessionBenchRow):
                 rows.append(item)
                 if not args.json:
                     print(session_line(item), flush=True)
             elif isinstance(item, RunFinished) and not args.json:
-                print(f"[bench] {item.result.served_by}: TTFT {item.result.ttft_s:.2f}s", file=sys.stderr, flush=True)
+                print(
+                    f"[bench] {item.result.served_by}: TTFT {item.result.ttft_s:.2f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         engine.close()
     if args.json:
-        print(json.dumps({"sessions": [row.to_json() for row in rows], "keep": args.keep, "doc": str(args.doc),
-                          "n_ctx": engine.info.n_ctx, "prefix_context_rss_bytes": prefix_context,
-                          "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"]},
-                         indent=2))
+        print(
+            json.dumps(
+                {
+                    "sessions": [row.to_json() for row in rows],
+                    "keep": args.keep,
+                    "doc": str(args.doc),
+                    "n_ctx": engine.info.n_ctx,
+                    "prefix_context_rss_bytes": prefix_context,
+                    "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"],
+                },
+                indent=2,
+            )
+        )
     return 0
 
 
@@ -124,28 +165,43 @@ def read_ahead_command(args: argparse.Namespace, cancel: CancelToken) -> int:
                 if not args.json:
                     print(read_ahead_line(item), flush=True)
             elif isinstance(item, RunFinished) and not args.json:
-                print(f"[bench] {item.run} {item.result.served_by or 'cold'}: TTFT {item.result.ttft_s:.2f}s",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[bench] {item.run} {item.result.served_by or 'cold'}: TTFT {item.result.ttft_s:.2f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         engine.close()
     if args.json:
-        print(json.dumps({"read_ahead": [row.to_json() for row in rows], "keep": args.keep, "doc": str(args.doc),
-                          "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"]},
-                         indent=2))
+        print(
+            json.dumps(
+                {
+                    "read_ahead": [row.to_json() for row in rows],
+                    "keep": args.keep,
+                    "doc": str(args.doc),
+                    "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"],
+                },
+                indent=2,
+            )
+        )
     return 0
 
 
 def read_ahead_line(r: ReadAheadBenchRow) -> str:
-    return (f"{r.prompt_tokens:>6} tok | cold full {r.cold_full_ttft_s:7.2f}s | cold spec {r.cold_spec_ttft_s:7.2f}s | "
-            f"after read-ahead {r.read_ahead_spec_ttft_s:6.2f}s ({r.of_full:.0%} of cold full, {r.of_spec:.0%} of "
-            f"cold spec; draft {r.read_ahead_draft_s:.2f}s) | read-ahead {r.read_ahead_s:.2f}s {r.read_ahead_status} "
-            f"| {r.read_ahead_served_by}")
+    return (
+        f"{r.prompt_tokens:>6} tok | cold full {r.cold_full_ttft_s:7.2f}s | cold spec {r.cold_spec_ttft_s:7.2f}s | "
+        f"after read-ahead {r.read_ahead_spec_ttft_s:6.2f}s ({r.of_full:.0%} of cold full, {r.of_spec:.0%} of "
+        f"cold spec; draft {r.read_ahead_draft_s:.2f}s) | read-ahead {r.read_ahead_s:.2f}s {r.read_ahead_status} "
+        f"| {r.read_ahead_served_by}"
+    )
 
 
 def session_line(r: SessionBenchRow) -> str:
-    return (f"{r.prompt_tokens:>6} tok | cold full {r.cold_full_ttft_s:7.2f}s | cold spec {r.cold_spec_ttft_s:7.2f}s | "
-            f"spec+cached draft {r.spec_cached_draft_ttft_s:6.2f}s ({r.spec_cached_draft_ttft_s / r.cold_spec_ttft_s:.0%}"
-            f" of cold spec; {r.background_slowdown:+.1%} during a background fill) | cached full "
-            f"{r.cached_full_ttft_s:5.2f}s | reopened {r.saved_state_ttft_s:5.2f}s | draft cache "
-            f"{format_bytes(r.draft_cache_bytes)} | state file {format_bytes(r.state_file_bytes)} | "
-            f"RSS with both caches {format_bytes(r.rss_with_both_caches_bytes)}, peak {format_bytes(r.peak_rss_bytes)}")
+    return (
+        f"{r.prompt_tokens:>6} tok | cold full {r.cold_full_ttft_s:7.2f}s | cold spec {r.cold_spec_ttft_s:7.2f}s | "
+        f"spec+cached draft {r.spec_cached_draft_ttft_s:6.2f}s ({r.spec_cached_draft_ttft_s / r.cold_spec_ttft_s:.0%}"
+        f" of cold spec; {r.background_slowdown:+.1%} during a background fill) | cached full "
+        f"{r.cached_full_ttft_s:5.2f}s | reopened {r.saved_state_ttft_s:5.2f}s | draft cache "
+        f"{format_bytes(r.draft_cache_bytes)} | state file {format_bytes(r.state_file_bytes)} | "
+        f"RSS with both caches {format_bytes(r.rss_with_both_caches_bytes)}, peak {format_bytes(r.peak_rss_bytes)}"
+    )

@@ -18,7 +18,9 @@ MB, GB = 1e6, 1e9
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("cache", help="list or clear the documents' saved prefix states")
     p.add_argument("action", choices=("list", "clear"), help="list the saved states, or remove them all")
-    p.add_argument("--json", action="store_true", help="list: one JSON object with every state and the totals")
+    p.add_argument(
+        "--json", action="store_true", help="list: one JSON object with every state and the totals"
+    )
     add_settings_options(p, ModelSettings, only=("state_cache_gb",))
     p.set_defaults(command=command)
     return p
@@ -36,17 +38,35 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
 
 
 def listing_json(store: StateStore, entries: list[SavedState]) -> dict:
-    return {"folder": str(store.folder), "cap_bytes": store.cap, "total_bytes": sum(e.state_bytes for e in entries),
-            "states": [dict(document_sha256=e.document_sha256, target=e.target_name, tokens=e.prefix_tokens,
-                            bytes=e.state_bytes, created=e.created, last_used=e.last_used) for e in entries]}
+    return {
+        "folder": str(store.folder),
+        "cap_bytes": store.cap,
+        "total_bytes": sum(e.state_bytes for e in entries),
+        "states": [
+            dict(
+                document_sha256=e.document_sha256,
+                target=e.target_name,
+                tokens=e.prefix_tokens,
+                bytes=e.state_bytes,
+                created=e.created,
+                last_used=e.last_used,
+            )
+            for e in entries
+        ],
+    }
 
 
 def listing_text(store: StateStore, entries: list[SavedState]) -> str:
     """One line per state, most recently used first, then the total against the cap."""
-    lines = [f"{e.document_sha256[:12]}  {e.prefix_tokens:>7} tokens  {_size(e.state_bytes):>9}  "
-             f"used {_when(e.last_used)}  {e.target_name}" for e in entries]
+    lines = [
+        f"{e.document_sha256[:12]}  {e.prefix_tokens:>7} tokens  {_size(e.state_bytes):>9}  "
+        f"used {_when(e.last_used)}  {e.target_name}"
+        for e in entries
+    ]
     cap = _size(store.cap) if store.enabled else "0 (saved states are off)"
-    lines.append(f"{_states(len(entries))}, {_size(sum(e.state_bytes for e in entries))} of {cap} in {store.folder}")
+    lines.append(
+        f"{_states(len(entries))}, {_size(sum(e.state_bytes for e in entries))} of {cap} in {store.folder}"
+    )
     return "\n".join(lines)
 
 

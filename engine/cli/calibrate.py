@@ -16,12 +16,21 @@ from engine.ingest import load_document
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("calibrate", help="measure this machine's draft and target speed; store a cost model")
+    p = subparsers.add_parser(
+        "calibrate", help="measure this machine's draft and target speed; store a cost model"
+    )
     p.add_argument("--doc", type=path_arg, default=None, help="text to time on (default: a bundled sample)")
-    p.add_argument("--lengths", type=int_list, default=list(DEFAULT_LENGTHS),
-                   help="prompt lengths in tokens to time, comma-separated (default "
-                        + ",".join(map(str, DEFAULT_LENGTHS)) + ")")
-    p.add_argument("--json", action="store_true", help="print the stored cost model and its path as one JSON object")
+    p.add_argument(
+        "--lengths",
+        type=int_list,
+        default=list(DEFAULT_LENGTHS),
+        help="prompt lengths in tokens to time, comma-separated (default "
+        + ",".join(map(str, DEFAULT_LENGTHS))
+        + ")",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the stored cost model and its path as one JSON object"
+    )
     add_model_options(p)
     p.set_defaults(command=command)
     return p
@@ -35,9 +44,16 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     engine = load_engine(args, cancel, quiet=args.json)
     path = calibration_path()
     try:
-        model = calibrate_machine(engine, model_settings_from(args), None if args.json else print_step, cancel,
-                                  text=text, lengths=args.lengths, path=path,
-                                  on_measurement=None if args.json else print_measurement)
+        model = calibrate_machine(
+            engine,
+            model_settings_from(args),
+            None if args.json else print_step,
+            cancel,
+            text=text,
+            lengths=args.lengths,
+            path=path,
+            on_measurement=None if args.json else print_measurement,
+        )
     finally:
         engine.close()
     if args.json:
@@ -57,4 +73,6 @@ def print_measurement(m: Measurement) -> None:
 
 
 def measurement_line(m: Measurement) -> str:
-    return f"[calibrate] {m.role:6} {m.tokens:>6} tokens: {m.seconds:6.2f}s ({m.tokens / m.seconds:5.0f} tok/s)"
+    return (
+        f"[calibrate] {m.role:6} {m.tokens:>6} tokens: {m.seconds:6.2f}s ({m.tokens / m.seconds:5.0f} tok/s)"
+    )

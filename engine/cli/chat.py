@@ -33,15 +33,29 @@ from engine.pipeline import SESSION_MODES, DocumentSession
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("chat", help="ask several questions about one document, reusing its cached prefix")
-    p.add_argument("--doc", type=path_arg, required=True,
-                   help="the document every question is about (a PDF, a text file or a code folder)")
-    p.add_argument("--question", action="append", default=[],
-                   help="a question (repeat for more); without it, one question per line on stdin")
-    p.add_argument("--mode", choices=SESSION_MODES, default="auto",
-                   help="baseline: the full prefix, cached after the first question; spec: SpecPrefill "
-                        "every time; auto: SpecPrefill first, then the full prefix once it is cached (in "
-                        "the background between questions) or saved (default auto)")
+    p = subparsers.add_parser(
+        "chat", help="ask several questions about one document, reusing its cached prefix"
+    )
+    p.add_argument(
+        "--doc",
+        type=path_arg,
+        required=True,
+        help="the document every question is about (a PDF, a text file or a code folder)",
+    )
+    p.add_argument(
+        "--question",
+        action="append",
+        default=[],
+        help="a question (repeat for more); without it, one question per line on stdin",
+    )
+    p.add_argument(
+        "--mode",
+        choices=SESSION_MODES,
+        default="auto",
+        help="baseline: the full prefix, cached after the first question; spec: SpecPrefill "
+        "every time; auto: SpecPrefill first, then the full prefix once it is cached (in "
+        "the background between questions) or saved (default auto)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object per answer, one per line")
     add_run_options(p, sessions=True)
     add_model_options(p)
@@ -104,15 +118,23 @@ class BackgroundFill:
         for event in self.engine.read_ahead(self.session, self.settings, self.cancel):
             if isinstance(event, ReadAheadEnded):
                 detail = f": {event.detail}" if event.detail else ""
-                print(f"[read-ahead] document {event.done}/{event.total} tokens, {event.status} "
-                      f"({event.seconds:.1f}s){detail}", file=sys.stderr, flush=True)
+                print(
+                    f"[read-ahead] document {event.done}/{event.total} tokens, {event.status} "
+                    f"({event.seconds:.1f}s){detail}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def _fill(self) -> None:
         for event in self.engine.background_prefill(self.session, self.settings, self.cancel):
             if isinstance(event, BackgroundEnded):
                 detail = f": {event.detail}" if event.detail else ""
-                print(f"[background] full prefix {event.done}/{event.total} tokens, {event.status} "
-                      f"({event.seconds:.1f}s){detail}", file=sys.stderr, flush=True)
+                print(
+                    f"[background] full prefix {event.done}/{event.total} tokens, {event.status} "
+                    f"({event.seconds:.1f}s){detail}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def wait(self) -> None:
         if self.thread is not None:
@@ -134,8 +156,9 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
             print(f"specprefill: warning: {warning}", file=sys.stderr)
     engine = load_engine(args, cancel, quiet=args.json)
     session = DocumentSession(document)
-    background = BackgroundFill(engine, session, settings, enabled=args.mode == "auto",
-                                read_ahead=args.mode != "baseline")  # a full prefill uses no draft
+    background = BackgroundFill(
+        engine, session, settings, enabled=args.mode == "auto", read_ahead=args.mode != "baseline"
+    )  # a full prefill uses no draft
     try:
         if later:
             background.start()  # the read-ahead, then the full fill, while the first question is typed
@@ -148,8 +171,10 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
             events = engine.ask(session, question, args.mode, settings, cancel)
             results = print_events(notices_to_stderr(events) if args.json else events, args.json)
             result = next(iter(results.values()))
-            print(json.dumps({"question": question, **result.to_json()}) if args.json else footer(result),
-                  flush=True)
+            print(
+                json.dumps({"question": question, **result.to_json()}) if args.json else footer(result),
+                flush=True,
+            )
             background.start()
     finally:
         background.stop()
@@ -170,5 +195,7 @@ def footer(r: RunResult) -> str:
     """The line under an answer: how fast it came, how its prefill was served, and how much of a
     document longer than the window it saw (run.py's wording)."""
     fit = fit_text(r)
-    return (f"\n   TTFT {r.ttft_s:.2f}s | served by {r.served_by} | prefilled {r.prefill_tokens}/"
-            f"{r.prompt_tokens} tokens{f' | {fit}' if fit else ''}\n")
+    return (
+        f"\n   TTFT {r.ttft_s:.2f}s | served by {r.served_by} | prefilled {r.prefill_tokens}/"
+        f"{r.prompt_tokens} tokens{f' | {fit}' if fit else ''}\n"
+    )

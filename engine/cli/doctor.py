@@ -11,8 +11,9 @@ from engine.pipeline.diagnostics import Check, diagnose
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("doctor", help="versions, build flags, devices, models and calibration; "
-                                             "exit 0 when the app can run")
+    p = subparsers.add_parser(
+        "doctor", help="versions, build flags, devices, models and calibration; exit 0 when the app can run"
+    )
     add_model_options(p)
     p.set_defaults(command=command)
     return p

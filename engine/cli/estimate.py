@@ -23,14 +23,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     model = costmodel.require()
     # keep auto is predicted at the keep it is expected to choose (the cost model needs a number)
-    estimate = model.estimate(args.tokens, nominal_keep(args.keep), args.draft_window,
-                              *model.window_limits(args.max_new_tokens, args.lookahead))
+    estimate = model.estimate(
+        args.tokens,
+        nominal_keep(args.keep),
+        args.draft_window,
+        *model.window_limits(args.max_new_tokens, args.lookahead),
+    )
     if args.json:
         print(json.dumps(estimate, indent=2))
         return 0
     window = f"draft window {args.draft_window}" if args.draft_window else "full draft attention"
     longer = "" if estimate["fits"] else " (longer than the window: the baseline is the cut full prefill)"
-    print(f"{args.tokens} tokens, keep {args.keep}, {window}: baseline {estimate['baseline_ttft_s']:.1f}s{longer}, "
-          f"SpecPrefill {estimate['spec_ttft_s']:.1f}s (draft {estimate['draft_s']:.1f}s + target "
-          f"{estimate['target_prefill_s']:.1f}s, {estimate['kept_tokens']} tokens), speed-up {estimate['speedup']:.2f}x")
+    print(
+        f"{args.tokens} tokens, keep {args.keep}, {window}: baseline {estimate['baseline_ttft_s']:.1f}s{longer}, "
+        f"SpecPrefill {estimate['spec_ttft_s']:.1f}s (draft {estimate['draft_s']:.1f}s + target "
+        f"{estimate['target_prefill_s']:.1f}s, {estimate['kept_tokens']} tokens), speed-up {estimate['speedup']:.2f}x"
+    )
     return 0

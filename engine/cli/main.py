@@ -57,10 +57,18 @@ REMEDIES: tuple[tuple[type[Exception], str], ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="specprefill", description="Speculative Prefill for long documents")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="log what the engine does, and print the traceback of an internal error")
-    parser.add_argument("--version", action="version", version=f"specprefill {app_version()}",
-                        help="print the version and exit")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log what the engine does, and print the traceback of an internal error",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"specprefill {app_version()}",
+        help="print the version and exit",
+    )
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=OneLineParser)
     for verb in VERBS:
         verb.add_parser(sub)
@@ -74,8 +82,9 @@ def remedy_for(error: Exception) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     cancel = CancelToken()
     install_ctrl_c(cancel)
     try:
@@ -88,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     except (Cancelled, KeyboardInterrupt):
         return _fail(EXIT_CANCELLED, "cancelled")
     except MemoryError:
-        return _fail(EXIT_USAGE, "error: out of memory; close other programs or use a smaller context or document")
+        return _fail(
+            EXIT_USAGE, "error: out of memory; close other programs or use a smaller context or document"
+        )
     except Exception as exc:  # a bug: one line by default, the traceback with -v
         if args.verbose:
             logging.getLogger("specprefill").exception("unexpected error")

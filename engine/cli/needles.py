@@ -40,23 +40,48 @@ def _depths(value: str) -> list[int]:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("needles", help="needle retrieval in real documents joined to a length, "
-                                              "one distinct fact per depth")
-    p.add_argument("--doc", type=path_arg, action="append", required=True,
-                   help="a real document for the haystack (repeat: they are joined in order)")
-    p.add_argument("--lengths", type=int_list, default=[49152],
-                   help="haystack lengths in tokens, comma-separated (default 49152)")
-    p.add_argument("--depths", type=_depths, default=list(DEPTHS),
-                   help="percent of the text; each depth gets its own fact (the nearest of 10,30,50,70,90's)")
-    p.add_argument("--mode", choices=("spec", "both", "baseline"), default="spec",
-                   help="end to end: SpecPrefill, the truncated full prefill, or both")
-    p.add_argument("--draft-only", choices=DRAFT_READS, action="append",
-                   help="score with the draft only and report whether the selection keeps the fact, reading "
-                        "past the draft's window in segments or in one pass (repeat to compare)")
-    p.add_argument("--together", action="store_true",
-                   help="put every depth's fact in one haystack and ask them one after another in one session, "
-                        "as follow-up questions (the other facts are distractors; follow-ups reuse the caches, "
-                        "and each row's served_by says how; a long haystack wants --draft-cache-gb 3)")
+    p = subparsers.add_parser(
+        "needles", help="needle retrieval in real documents joined to a length, one distinct fact per depth"
+    )
+    p.add_argument(
+        "--doc",
+        type=path_arg,
+        action="append",
+        required=True,
+        help="a real document for the haystack (repeat: they are joined in order)",
+    )
+    p.add_argument(
+        "--lengths",
+        type=int_list,
+        default=[49152],
+        help="haystack lengths in tokens, comma-separated (default 49152)",
+    )
+    p.add_argument(
+        "--depths",
+        type=_depths,
+        default=list(DEPTHS),
+        help="percent of the text; each depth gets its own fact (the nearest of 10,30,50,70,90's)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("spec", "both", "baseline"),
+        default="spec",
+        help="end to end: SpecPrefill, the truncated full prefill, or both",
+    )
+    p.add_argument(
+        "--draft-only",
+        choices=DRAFT_READS,
+        action="append",
+        help="score with the draft only and report whether the selection keeps the fact, reading "
+        "past the draft's window in segments or in one pass (repeat to compare)",
+    )
+    p.add_argument(
+        "--together",
+        action="store_true",
+        help="put every depth's fact in one haystack and ask them one after another in one session, "
+        "as follow-up questions (the other facts are distractors; follow-ups reuse the caches, "
+        "and each row's served_by says how; a long haystack wants --draft-cache-gb 3)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     add_run_options(p)
     add_model_options(p)
@@ -66,8 +91,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     if args.together and args.draft_only:
-        raise SettingsError("--together asks the questions end to end in a session; --draft-only scores one "
-                            "needle at a time without the target: choose one")
+        raise SettingsError(
+            "--together asks the questions end to end in a session; --draft-only scores one "
+            "needle at a time without the target: choose one"
+        )
     placed = [(depth / 100, needle_for(depth)) for depth in args.depths]
     if args.together:
         try:
@@ -84,17 +111,31 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
             for found in _measure(engine, text, placed, args, settings, cancel):
                 for row in as_json(found):
                     rows.append({"length": n_tokens, **row})
-                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # as it comes: a run takes minutes
+                    print(
+                        json.dumps(rows[-1]), file=sys.stderr, flush=True
+                    )  # as it comes: a run takes minutes
     finally:
         engine.close()
     if args.json:
-        print(json.dumps({"settings": {"keep": settings.keep, "draft_window": settings.draft_window,
-                                       "first_scored_layer": settings.first_scored_layer,
-                                       "score_question": settings.score_question,
-                                       "question_words": settings.question_words,
-                                       "n_ctx": engine.info.n_ctx, "positions": settings.positions,
-                                       "together": args.together},
-                          "docs": [str(p) for p in args.doc], "rows": rows}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "settings": {
+                        "keep": settings.keep,
+                        "draft_window": settings.draft_window,
+                        "first_scored_layer": settings.first_scored_layer,
+                        "score_question": settings.score_question,
+                        "question_words": settings.question_words,
+                        "n_ctx": engine.info.n_ctx,
+                        "positions": settings.positions,
+                        "together": args.together,
+                    },
+                    "docs": [str(p) for p in args.doc],
+                    "rows": rows,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 
@@ -107,7 +148,9 @@ def _measure(engine, text: str, placed, args: argparse.Namespace, settings, canc
     for depth, needle in placed:
         doc = insert_needle(text, depth, needle)
         if args.draft_only:
-            yield [draft_keeps_needle(engine, doc, needle, depth, read, settings, cancel)
-                   for read in args.draft_only]
+            yield [
+                draft_keeps_needle(engine, doc, needle, depth, read, settings, cancel)
+                for read in args.draft_only
+            ]
         else:
             yield ask_needle(engine, doc, needle, depth, args.mode, settings, cancel)

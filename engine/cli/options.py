@@ -70,8 +70,12 @@ def _help(option: Option, default: Any) -> str:
     return f"{option.help} (default {default})"
 
 
-def add_settings_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
-                         skip: tuple[str, ...] = (), only: tuple[str, ...] | None = None) -> None:
+def add_settings_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    cls: type,
+    skip: tuple[str, ...] = (),
+    only: tuple[str, ...] | None = None,
+) -> None:
     """One option per field of `cls` that the CLI exposes, straight from the schema."""
     for name, option, default in options(cls):
         if option.flag == "" or name in skip or (only is not None and name not in only):
@@ -80,12 +84,17 @@ def add_settings_options(parser: argparse.ArgumentParser | argparse._ArgumentGro
         flag = flag_of(name, option)
         if base is bool:  # --flag for an option off by default; --flag/--no-flag for one on by default
             action = argparse.BooleanOptionalAction if default else "store_true"
-            parser.add_argument(flag, dest=dest_of(name, option), action=action, default=bool(default),
-                                help=option.help)
+            parser.add_argument(
+                flag, dest=dest_of(name, option), action=action, default=bool(default), help=option.help
+            )
             continue
-        kwargs: dict[str, Any] = dict(dest=dest_of(name, option), default=default, help=_help(option, default),
-                                      metavar=dest_of(name, option).upper(),
-                                      type=_converter(base, name, option))
+        kwargs: dict[str, Any] = dict(
+            dest=dest_of(name, option),
+            default=default,
+            help=_help(option, default),
+            metavar=dest_of(name, option).upper(),
+            type=_converter(base, name, option),
+        )
         if option.choices:
             kwargs["choices"] = option.choices
         parser.add_argument(flag, **kwargs)
@@ -95,7 +104,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     add_settings_options(parser.add_argument_group("models"), ModelSettings)
 
 
-def add_run_options(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = (), sessions: bool = False) -> None:
+def add_run_options(
+    parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = (), sessions: bool = False
+) -> None:
     """The RunSettings options; those only sessions use (SESSION_ONLY_SETTINGS) with `sessions` only."""
     group = parser.add_argument_group("SpecPrefill")
     add_settings_options(group, RunSettings, skip if sessions else (*skip, *SESSION_ONLY_SETTINGS))
@@ -104,8 +115,11 @@ def add_run_options(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = 
 
 def settings_from(args: argparse.Namespace, cls: type, **overrides: Any):
     """A settings object from the parsed options; fields the CLI does not expose keep their defaults."""
-    values = {name: getattr(args, dest_of(name, option)) for name, option, _ in options(cls)
-              if option.flag != "" and hasattr(args, dest_of(name, option))}
+    values = {
+        name: getattr(args, dest_of(name, option))
+        for name, option, _ in options(cls)
+        if option.flag != "" and hasattr(args, dest_of(name, option))
+    }
     values.update(overrides)
     return cls(**values)
 

@@ -16,11 +16,17 @@ from engine.ingest import load_document
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("run", help="answer a question about a document, with and/or without SpecPrefill")
+    p = subparsers.add_parser(
+        "run", help="answer a question about a document, with and/or without SpecPrefill"
+    )
     p.add_argument("--doc", type=path_arg, required=True, help="a PDF, a text file or a code folder")
     p.add_argument("--question", required=True, help="the question to answer about the document")
-    p.add_argument("--mode", choices=RUN_MODES, default="both",
-                   help="baseline: full prefill; spec: SpecPrefill; both: one after the other, compared (default)")
+    p.add_argument(
+        "--mode",
+        choices=RUN_MODES,
+        default="both",
+        help="baseline: full prefill; spec: SpecPrefill; both: one after the other, compared (default)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_run_options(p)
     add_model_options(p)
@@ -42,11 +48,21 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     report = {
         "prompt_tokens": whole_prompt_tokens(results),
         "runs": {name: r.to_json() for name, r in results.items()},
-        "document": {"path": str(args.doc), "kind": document.kind, "chars": document.n_chars,
-                     "segments": len(document.segments), "warnings": document.warnings},
-        "models": {"target": engine.info.target_name, "draft": engine.info.draft_name,
-                   "device": engine.info.device, "target_device": engine.info.target_device,
-                   "flash_attn": engine.info.flash_attn, "restore_supported": engine.info.positions_supported},
+        "document": {
+            "path": str(args.doc),
+            "kind": document.kind,
+            "chars": document.n_chars,
+            "segments": len(document.segments),
+            "warnings": document.warnings,
+        },
+        "models": {
+            "target": engine.info.target_name,
+            "draft": engine.info.draft_name,
+            "device": engine.info.device,
+            "target_device": engine.info.target_device,
+            "flash_attn": engine.info.flash_attn,
+            "restore_supported": engine.info.positions_supported,
+        },
         "target_backends": list(engine.info.target_backends),
     }
     if "baseline" in results and "spec" in results and results["spec"].ttft_s > 0:
@@ -89,11 +105,15 @@ def print_events(events, quiet: bool) -> dict[str, RunResult]:
 
 
 def summary_line(r: RunResult) -> str:
-    line = (f"[{r.run}] TTFT {r.ttft_s:.2f}s | prefilled {r.prefill_tokens}/{r.prompt_tokens} tokens | "
-            f"decode {r.decode_tok_s:.1f} tok/s")
+    line = (
+        f"[{r.run}] TTFT {r.ttft_s:.2f}s | prefilled {r.prefill_tokens}/{r.prompt_tokens} tokens | "
+        f"decode {r.decode_tok_s:.1f} tok/s"
+    )
     if r.run == "spec":
-        line += (f" | draft {r.draft_s:.2f}s select {r.select_s:.3f}s target prefill {r.target_prefill_s:.2f}s"
-                 f" | kept {r.kept_fraction:.1%} | positions {r.positions}")
+        line += (
+            f" | draft {r.draft_s:.2f}s select {r.select_s:.3f}s target prefill {r.target_prefill_s:.2f}s"
+            f" | kept {r.kept_fraction:.1%} | positions {r.positions}"
+        )
         if r.bypassed:
             line += f" | BYPASSED: {r.bypass_reason} (use --force to run SpecPrefill anyway)"
         elif selection_note(r):

@@ -29,24 +29,48 @@ API_KEY_ENV = "SPECPREFILL_API_KEY"
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("serve", help="an OpenAI-compatible HTTP server that answers with SpecPrefill")
     server = p.add_argument_group("server")
-    server.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on; anything but loopback needs --api-key (default 127.0.0.1)")
+    server.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; anything but loopback needs --api-key (default 127.0.0.1)",
+    )
     server.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
-    server.add_argument("--api-key", default=None,
-                        help=f"the key clients must send as `Authorization: Bearer KEY` (default: the "
-                             f"{API_KEY_ENV} environment variable; none on loopback)")
-    server.add_argument("--model-name", default=None,
-                        help="the model id /v1/models lists and requests name (default: the target file's name)")
-    server.add_argument("--mode", choices=SESSION_MODES, default="auto",
-                        help="a request's SpecPrefill mode unless it names one: auto (SpecPrefill on long "
-                             "prompts, the cached full prefix on later turns), spec or baseline (default auto)")
-    server.add_argument("--queue", type=int, default=4,
-                        help="requests running and waiting at most; more are refused with 429 (default 4)")
-    server.add_argument("--max-body-mb", type=float, default=8.0,
-                        help="largest request body in MB; a larger one is refused with 413 (default 8)")
-    server.add_argument("--shutdown-timeout", type=float, default=30.0,
-                        help="seconds in-flight requests get to finish on SIGTERM before they are "
-                             "cancelled (default 30)")
+    server.add_argument(
+        "--api-key",
+        default=None,
+        help=f"the key clients must send as `Authorization: Bearer KEY` (default: the "
+        f"{API_KEY_ENV} environment variable; none on loopback)",
+    )
+    server.add_argument(
+        "--model-name",
+        default=None,
+        help="the model id /v1/models lists and requests name (default: the target file's name)",
+    )
+    server.add_argument(
+        "--mode",
+        choices=SESSION_MODES,
+        default="auto",
+        help="a request's SpecPrefill mode unless it names one: auto (SpecPrefill on long "
+        "prompts, the cached full prefix on later turns), spec or baseline (default auto)",
+    )
+    server.add_argument(
+        "--queue",
+        type=int,
+        default=4,
+        help="requests running and waiting at most; more are refused with 429 (default 4)",
+    )
+    server.add_argument(
+        "--max-body-mb",
+        type=float,
+        default=8.0,
+        help="largest request body in MB; a larger one is refused with 413 (default 8)",
+    )
+    server.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=30.0,
+        help="seconds in-flight requests get to finish on SIGTERM before they are cancelled (default 30)",
+    )
     add_settings_options(p.add_argument_group("SpecPrefill"), RunSettings)
     add_model_options(p)
     p.set_defaults(command=command)
@@ -56,8 +80,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def server_options_error(args: argparse.Namespace, api_key: str | None) -> str:
     """Why these options cannot start a server ("" when they can)."""
     if not is_loopback(args.host) and not api_key:
-        return (f"--host {args.host} listens beyond this machine: give --api-key KEY "
-                f"(or set {API_KEY_ENV}), or listen on 127.0.0.1")
+        return (
+            f"--host {args.host} listens beyond this machine: give --api-key KEY "
+            f"(or set {API_KEY_ENV}), or listen on 127.0.0.1"
+        )
     if not 0 < args.port < 65536:
         return f"--port must be between 1 and 65535, got {args.port}"
     if args.queue < 1:
@@ -84,13 +110,18 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
 
     settings = model_settings_from(args)
     with ctrl_c_interrupts():
-        engine = load_engine(settings, progress=lambda d, t, label: print(f"[load] {label}", file=sys.stderr,
-                                                                          flush=True), cancel=cancel)
+        engine = load_engine(
+            settings,
+            progress=lambda d, t, label: print(f"[load] {label}", file=sys.stderr, flush=True),
+            cancel=cancel,
+        )
     try:
         worker = EngineWorker(engine, args.queue, background=defaults.background_prefill)
         name = args.model_name or model_name_of(settings.target_path)
         config = ServeConfig(name, defaults, args.mode, api_key, int(args.max_body_mb * (1 << 20)))
-        print(f"specprefill: serving {name!r} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+        print(
+            f"specprefill: serving {name!r} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True
+        )
         serve(create_app(worker, config), args.host, args.port, args.shutdown_timeout)
         worker.stop()
     finally:

@@ -17,9 +17,13 @@ from engine.models.shapes import SHAPES, TIMING_ONLY, ensure_shape_file, shape_b
 
 
 def add_target_shape_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target-shape", choices=sorted(SHAPES), default=None,
-                        help="time a random-weight target with this model's shape instead of --target "
-                             f"({TIMING_ONLY}: written once into the cache, 4.7 GB for 7B, 9.0 GB for 14B)")
+    parser.add_argument(
+        "--target-shape",
+        choices=sorted(SHAPES),
+        default=None,
+        help="time a random-weight target with this model's shape instead of --target "
+        f"({TIMING_ONLY}: written once into the cache, 4.7 GB for 7B, 9.0 GB for 14B)",
+    )
 
 
 def apply_target_shape(args: argparse.Namespace, cancel: CancelToken) -> None:
@@ -34,9 +38,14 @@ def apply_target_shape(args: argparse.Namespace, cancel: CancelToken) -> None:
 
     def progress(done: int, total: int) -> None:
         if not quiet and (done == total or done % 50 == 0):
-            print(f"[bench] writing the {shape.label}-shaped target ({TIMING_ONLY}): {done}/{total} tensors",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[bench] writing the {shape.label}-shaped target ({TIMING_ONLY}): {done}/{total} tensors",
+                file=sys.stderr,
+                flush=True,
+            )
 
     args.target = ensure_shape_file(shape, vocab_source, shapes_dir(), cancel, progress)
     if not quiet:
-        print(f"[bench] target: {shape.label} shape, {TIMING_ONLY} ({args.target})", file=sys.stderr, flush=True)
+        print(
+            f"[bench] target: {shape.label} shape, {TIMING_ONLY} ({args.target})", file=sys.stderr, flush=True
+        )

@@ -17,20 +17,34 @@ from engine.core.endpoints import DEFAULT_WORKER_PORT, LOOPBACK, Endpoint, is_lo
 from engine.core.errors import SettingsError
 from engine.llama.rpc.workers import WorkerProcess
 
-NO_AUTH_WARNING = ("warning: the RPC protocol has no authentication: anyone who can reach {endpoint} can use "
-                   "this machine's memory and compute through it. Bind other addresses on trusted networks only.")
+NO_AUTH_WARNING = (
+    "warning: the RPC protocol has no authentication: anyone who can reach {endpoint} can use "
+    "this machine's memory and compute through it. Bind other addresses on trusted networks only."
+)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("worker", help="lend this machine to a target over llama.cpp's RPC backend "
-                                             "(until Ctrl-C)")
-    p.add_argument("--host", default=LOOPBACK, help=f"address to bind (default: {LOOPBACK}, this machine only; "
-                                                    "anything else is reachable by others: trusted networks only)")
-    p.add_argument("--port", type=int, default=DEFAULT_WORKER_PORT, help=f"port (default: {DEFAULT_WORKER_PORT})")
+    p = subparsers.add_parser(
+        "worker", help="lend this machine to a target over llama.cpp's RPC backend (until Ctrl-C)"
+    )
+    p.add_argument(
+        "--host",
+        default=LOOPBACK,
+        help=f"address to bind (default: {LOOPBACK}, this machine only; "
+        "anything else is reachable by others: trusted networks only)",
+    )
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_WORKER_PORT, help=f"port (default: {DEFAULT_WORKER_PORT})"
+    )
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, or a llama.cpp device name")
-    p.add_argument("--mem", type=float, default=0.0, metavar="GB",
-                   help="the most memory this worker lends, as it reports it to the app's layer split "
-                        "(default: all that is free)")
+    p.add_argument(
+        "--mem",
+        type=float,
+        default=0.0,
+        metavar="GB",
+        help="the most memory this worker lends, as it reports it to the app's layer split "
+        "(default: all that is free)",
+    )
     p.add_argument("--threads", type=int, default=0, help="CPU threads (default: llama.cpp's)")
     p.set_defaults(command=command)
     return p
@@ -72,8 +86,9 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     warning = binding_warning(endpoint)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    with WorkerProcess(endpoint, device=llama_device(args.device), mem_gb=args.mem, threads=args.threads,
-                       inherit_output=True) as worker:
+    with WorkerProcess(
+        endpoint, device=llama_device(args.device), mem_gb=args.mem, threads=args.threads, inherit_output=True
+    ) as worker:
         worker.wait_ready()
         lends = f"at most {args.mem:g} GB" if args.mem else "all its free memory"
         print(f"worker listening on {endpoint} ({args.device}, lends {lends}); Ctrl-C stops it", flush=True)

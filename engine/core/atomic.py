@@ -30,8 +30,9 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, new_file_mode:
         raise
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str, encoding: str = "utf-8",
-                      new_file_mode: int | None = None) -> None:
+def write_text_atomic(
+    path: str | os.PathLike[str], text: str, encoding: str = "utf-8", new_file_mode: int | None = None
+) -> None:
     write_bytes_atomic(path, text.encode(encoding), new_file_mode)
 
 

@@ -24,7 +24,7 @@ class Endpoint:
 
 
 def parse_endpoint(text: str) -> Endpoint:
-    """"HOST:PORT" or "[IPv6]:PORT" (the form URLs use). A bare IPv6 address with a port, such as
+    """ "HOST:PORT" or "[IPv6]:PORT" (the form URLs use). A bare IPv6 address with a port, such as
     "::1:50052", is refused: its last group could be the port or part of the address."""
     text = text.strip()
     match = _BRACKETED.match(text) or _PLAIN.match(text)
@@ -41,8 +41,7 @@ def parse_endpoint(text: str) -> Endpoint:
 def _unparsable_message(text: str) -> str:
     address, _, port = text.rpartition(":")
     if _is_ipv6(address) and port.isdigit():
-        return (f"RPC worker {text!r} is ambiguous: write an IPv6 address in brackets, "
-                f"[{address}]:{port}")
+        return f"RPC worker {text!r} is ambiguous: write an IPv6 address in brackets, [{address}]:{port}"
     return f"RPC worker {text!r} must be HOST:PORT or [IPv6]:PORT, e.g. {LOOPBACK}:{DEFAULT_WORKER_PORT}"
 
 
@@ -73,7 +72,7 @@ def worker_start_command(endpoint: Endpoint | None = None) -> str:
 
 
 def parse_endpoints(text: str) -> tuple[Endpoint, ...]:
-    """"HOST:PORT,HOST:PORT" → endpoints, in order; "" → none. A worker named twice is refused."""
+    """ "HOST:PORT,HOST:PORT" → endpoints, in order; "" → none. A worker named twice is refused."""
     found = tuple(parse_endpoint(part) for part in text.split(",") if part.strip())
     repeated = sorted({str(e) for e in found if found.count(e) > 1})
     if repeated:
@@ -101,10 +100,14 @@ def parse_split(text: str, n_workers: int) -> tuple[float, ...]:
     try:
         weights = tuple(float(part) for part in text.split(","))
     except ValueError:
-        raise SettingsError(f"RPC split {text!r} must be numbers, the local device's first, e.g. 2,1,1") from None
+        raise SettingsError(
+            f"RPC split {text!r} must be numbers, the local device's first, e.g. 2,1,1"
+        ) from None
     if len(weights) != n_workers + 1:
-        raise SettingsError(f"RPC split {text!r} has {len(weights)} weights; it needs {n_workers + 1}: "
-                            f"the local device's, then one per worker")
+        raise SettingsError(
+            f"RPC split {text!r} has {len(weights)} weights; it needs {n_workers + 1}: "
+            f"the local device's, then one per worker"
+        )
     if any(w < 0 for w in weights) or sum(weights[1:]) <= 0:
         raise SettingsError(f"RPC split {text!r}: weights must be >= 0, and the workers' must not all be 0")
     return weights

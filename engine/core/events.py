@@ -101,7 +101,9 @@ class RunResult:
     seen_fraction: float = 1.0  # the share of the document's tokens the target saw
     keep_reason: str = ""  # why keep=auto chose kept_fraction's keep ("" for a fixed keep)
     covered_parts: int = 0  # pages, sections or files the selection covered first (0: coverage off)
-    focused_parts: list[str] = field(default_factory=list)  # definitions and files the question names, kept first
+    focused_parts: list[str] = field(
+        default_factory=list
+    )  # definitions and files the question names, kept first
     # The draft's read-ahead of the document before this question (spec_read_ahead): seconds of draft
     # work the TTFT does not count, so that none is hidden; 0.0 when none
     read_ahead_s: float = 0.0
@@ -109,8 +111,16 @@ class RunResult:
     # draft's kept characters, another family's draft); "" for the full prefill
     selection: str = ""
 
-    SPEC_ONLY = ("draft_s", "select_s", "kept_fraction", "positions", "bypassed", "bypass_reason",
-                 "draft_peak_mem_bytes", "draft_window")
+    SPEC_ONLY = (
+        "draft_s",
+        "select_s",
+        "kept_fraction",
+        "positions",
+        "bypassed",
+        "bypass_reason",
+        "draft_peak_mem_bytes",
+        "draft_window",
+    )
 
     def to_json(self) -> dict:
         data = run_json(self, self.SPEC_ONLY)

@@ -85,7 +85,8 @@ def require_fits(need: MemoryNeed, device: str) -> None:
         raise InsufficientMemoryError(
             f"{need.what} needs about {format_bytes(need.total)} {memory_name(device)} ({need.breakdown()}), "
             f"but only {format_bytes(free)} is available; close other programs, "
-            "lower the context size or use a shorter document")
+            "lower the context size or use a shorter document"
+        )
 
 
 def require_all_fit(needs: Mapping[str, MemoryNeed]) -> None:

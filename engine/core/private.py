@@ -84,7 +84,9 @@ def _tighten_cache_once(root: Path) -> None:
         if str(root) in _tightened_roots:
             return
         _tightened_roots.add(str(root))
-    for folder, subfolders, _files in os.walk(root):  # symlinks are not followed: what they point at is not ours
+    for folder, subfolders, _files in os.walk(
+        root
+    ):  # symlinks are not followed: what they point at is not ours
         for name in subfolders:
             _take_away_group_and_other(Path(folder) / name)
 

@@ -28,7 +28,9 @@ RUN_MODES: tuple[str, ...] = get_args(RunMode)
 DEFAULT_MIN_TOKENS = 4096  # below about 4K tokens the draft costs more than it saves
 DRAFT_PREFILL_CHUNK = 1024  # tokens per draft prefill step: bounds memory, lets Cancel in between
 DRAFT_WINDOW_SINKS = 64  # first prompt tokens every query sees when the draft's prefill is windowed
-TIMED_QUESTION_ROWS = 32  # a timed draft pass scores like a question of about 25 tokens and the assistant header
+TIMED_QUESTION_ROWS = (
+    32  # a timed draft pass scores like a question of about 25 tokens and the assistant header
+)
 MAX_CONTEXT_DEFAULT = 32768  # n_ctx when unset: the target's trained window, at most this
 AUTO_KEEP = "auto"  # keep chosen per request from the draft's scores (engine.draft.keep_policy)
 AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING = 0.1, 0.4  # the range auto chooses in for a look-up
@@ -78,15 +80,18 @@ class Option:
         if isinstance(value, str) and self.words:
             if value in self.words:
                 return
-            raise SettingsError(f"{name} must be a number {self._range_text()} or {' or '.join(self.words)}, "
-                                f"got {value!r}")
+            raise SettingsError(
+                f"{name} must be a number {self._range_text()} or {' or '.join(self.words)}, got {value!r}"
+            )
         if self.choices and value not in self.choices:
             raise SettingsError(f"{name} must be one of {', '.join(self.choices)}, got {value!r}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return
         if not math.isfinite(value):
             raise SettingsError(f"{name} must be a finite number, got {value}")
-        if self.minimum is not None and (value < self.minimum or (self.above_minimum and value == self.minimum)):
+        if self.minimum is not None and (
+            value < self.minimum or (self.above_minimum and value == self.minimum)
+        ):
             raise SettingsError(f"{name} must be {self._range_text()}, got {value}")
         if self.maximum is not None and value > self.maximum:
             raise SettingsError(f"{name} must be {self._range_text()}, got {value}")
@@ -124,8 +129,11 @@ def option_of(cls: type, name: str) -> Option:
 
 def options(cls: type) -> list[tuple[str, Option, Any]]:
     """(field name, Option, default) for every field of a settings class, in declaration order."""
-    return [(f.name, f.metadata["option"], f.default if f.default is not MISSING else None)
-            for f in fields(cls) if "option" in f.metadata]
+    return [
+        (f.name, f.metadata["option"], f.default if f.default is not MISSING else None)
+        for f in fields(cls)
+        if "option" in f.metadata
+    ]
 
 
 def describe(name: str, option: Option) -> str:
@@ -144,57 +152,107 @@ class ModelSettings:
     """How to load the target and the draft. None paths mean the default models."""
 
     target_path: Path | None = setting(
-        None, flag="--target", none_means="the default target",
-        help="target GGUF (default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M)", label="Target model")
+        None,
+        flag="--target",
+        none_means="the default target",
+        help="target GGUF (default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M)",
+        label="Target model",
+    )
     draft_path: Path | None = setting(
-        None, flag="--draft", none_means="the default draft",
+        None,
+        flag="--draft",
+        none_means="the default draft",
         help="draft GGUF or transformers model folder (default: Qwen2.5-Coder-0.5B-Instruct Q4_K_M)",
-        label="Draft model")
-    device: Device = setting("auto", choices=get_args(Device), label="Device",
-                             choice_labels=(("auto", "Auto"), ("cuda", "CUDA"), ("mps", "Apple GPU (MPS)"),
-                                            ("cpu", "CPU")),
-                             help="where the draft runs (auto: CUDA, then Apple MPS, when torch sees one); "
-                                  "the target joins it on the GPU when llama.cpp can offload")
+        label="Draft model",
+    )
+    device: Device = setting(
+        "auto",
+        choices=get_args(Device),
+        label="Device",
+        choice_labels=(("auto", "Auto"), ("cuda", "CUDA"), ("mps", "Apple GPU (MPS)"), ("cpu", "CPU")),
+        help="where the draft runs (auto: CUDA, then Apple MPS, when torch sees one); "
+        "the target joins it on the GPU when llama.cpp can offload",
+    )
     draft_quant: DraftQuant = setting(
-        "int8", choices=get_args(DraftQuant), label="Draft precision",
+        "int8",
+        choices=get_args(DraftQuant),
+        label="Draft precision",
         choice_labels=(("int8", "int8 (dynamic quantization, faster on CPU)"), ("none", "fp32")),
-        help="int8 (default): dynamic int8 draft Linear layers on CPU, ~2x faster scoring; none: fp32")
-    n_threads: int | None = setting(None, flag="--threads", what="threads", minimum=1, maximum=1024, label="Threads",
-                                    none_means="the physical cores", help="CPU threads (default: physical cores)")
+        help="int8 (default): dynamic int8 draft Linear layers on CPU, ~2x faster scoring; none: fp32",
+    )
+    n_threads: int | None = setting(
+        None,
+        flag="--threads",
+        what="threads",
+        minimum=1,
+        maximum=1024,
+        label="Threads",
+        none_means="the physical cores",
+        help="CPU threads (default: physical cores)",
+    )
     n_ctx: int | None = setting(
-        None, minimum=256, what="context size", label="Context size (tokens)",
+        None,
+        minimum=256,
+        what="context size",
+        label="Context size (tokens)",
         none_means=f"the target's trained window, at most {MAX_CONTEXT_DEFAULT}",
         help=f"the target's context window in tokens (default: its trained window, at most "
-             f"{MAX_CONTEXT_DEFAULT}); at most what the target was trained for")
+        f"{MAX_CONTEXT_DEFAULT}); at most what the target was trained for",
+    )
     flash_attn: FlashAttn = setting(
-        "auto", choices=get_args(FlashAttn), label="Flash attention",
+        "auto",
+        choices=get_args(FlashAttn),
+        label="Flash attention",
         choice_labels=(("auto", "Auto (on a GPU only)"), ("on", "On"), ("off", "Off")),
         help="llama.cpp's flash attention for the target (auto: on when the target runs on a GPU, off on "
-             "the CPU, where llama.cpp's kernel made a follow-up over a cached 4K document 2.2x slower)")
-    n_batch: int = setting(512, minimum=1, maximum=1 << 16, flag="", what="batch size", help="tokens per llama.cpp decode call")
+        "the CPU, where llama.cpp's kernel made a follow-up over a cached 4K document 2.2x slower)",
+    )
+    n_batch: int = setting(
+        512, minimum=1, maximum=1 << 16, flag="", what="batch size", help="tokens per llama.cpp decode call"
+    )
     state_cache_gb: float = setting(
-        4.0, minimum=0.0, maximum=1 << 20, zero_means="off: never saved or loaded",
-        what="saved-state cache size", label="Saved document states (GB)",
+        4.0,
+        minimum=0.0,
+        maximum=1 << 20,
+        zero_means="off: never saved or loaded",
+        what="saved-state cache size",
+        label="Saved document states (GB)",
         help="GB of documents' saved prefix states kept in the cache, least recently used evicted first "
-             "(0 = off: never saved or loaded)")
+        "(0 = off: never saved or loaded)",
+    )
     draft_cache_gb: float = setting(
-        1.0, minimum=0.0, maximum=1 << 20, zero_means="off: the draft scores every question from scratch",
-        what="draft cache size", label="Draft cache (GB)",
+        1.0,
+        minimum=0.0,
+        maximum=1 << 20,
+        zero_means="off: the draft scores every question from scratch",
+        what="draft cache size",
+        label="Draft cache (GB)",
         help="GB of memory for the draft's keys and values of open documents, so a follow-up SpecPrefill "
-             "scores only its question; least recently used dropped first (0 = off)")
+        "scores only its question; least recently used dropped first (0 = off)",
+    )
 
     rpc: str = setting(
-        "", flag="--rpc", what="RPC workers",
+        "",
+        flag="--rpc",
+        what="RPC workers",
         help="llama.cpp RPC workers for the target, HOST:PORT[,HOST:PORT...] (start one with `specprefill "
-             "worker`): the target's layers are split between this machine and them; the draft stays here. "
-             "The RPC protocol has no authentication: trusted networks only")
+        "worker`): the target's layers are split between this machine and them; the draft stays here. "
+        "The RPC protocol has no authentication: trusted networks only",
+    )
     rpc_split: str = setting(
-        "", flag="--rpc-split", what="RPC split",
+        "",
+        flag="--rpc-split",
+        what="RPC split",
         help="the target's layer split, this machine's weight first, then one per worker (e.g. 2,1,1); "
-             "default: in proportion to each one's free memory")
+        "default: in proportion to each one's free memory",
+    )
     rpc_timeout: float = setting(
-        180.0, minimum=1.0, maximum=86400.0, what="RPC timeout",
-        help="seconds the target may go without an answer from its RPC workers before the run is ended")
+        180.0,
+        minimum=1.0,
+        maximum=86400.0,
+        what="RPC timeout",
+        help="seconds the target may go without an answer from its RPC workers before the run is ended",
+    )
 
     def __post_init__(self) -> None:
         for name in ("target_path", "draft_path"):
@@ -214,75 +272,128 @@ class RunSettings:
     """One request: how much to keep and how to place the kept tokens."""
 
     keep: float | Literal["auto"] = setting(
-        0.2, minimum=0.0, maximum=1.0, above_minimum=True, words=(AUTO_KEEP,),
+        0.2,
+        minimum=0.0,
+        maximum=1.0,
+        above_minimum=True,
+        words=(AUTO_KEEP,),
         help=f"fraction of the prompt's chunks SpecPrefill keeps, or auto: chosen per question from how "
-             f"concentrated the draft's scores are, between {AUTO_KEEP_FLOOR} and {AUTO_KEEP_CEILING} "
-             f"(a broad question, such as a summary, gets {AUTO_KEEP_BROAD}, which coverage spreads over the "
-             f"document; one that joins two facts gets {AUTO_KEEP_JOINED}; a look-up in a prompt of "
-             f"{AUTO_LONG_LOOKUP_TOKENS:,} tokens or more that fits the target's window gets {AUTO_KEEP_FLOOR})")
+        f"concentrated the draft's scores are, between {AUTO_KEEP_FLOOR} and {AUTO_KEEP_CEILING} "
+        f"(a broad question, such as a summary, gets {AUTO_KEEP_BROAD}, which coverage spreads over the "
+        f"document; one that joins two facts gets {AUTO_KEEP_JOINED}; a look-up in a prompt of "
+        f"{AUTO_LONG_LOOKUP_TOKENS:,} tokens or more that fits the target's window gets {AUTO_KEEP_FLOOR})",
+    )
     coverage: Coverage = setting(
-        "auto", choices=get_args(Coverage), label="Coverage",
+        "auto",
+        choices=get_args(Coverage),
+        label="Coverage",
         choice_labels=(("auto", "Auto (broad questions)"), ("on", "Always"), ("off", "Off")),
         help="give every page of a PDF, every section of a text file (by its headings) and every file of a "
-             "folder a share of the kept chunks before the top-scored ones fill the rest (auto: for broad "
-             "questions, such as summaries)")
+        "folder a share of the kept chunks before the top-scored ones fill the rest (auto: for broad "
+        "questions, such as summaries)",
+    )
     named_files: NamedFiles = setting(
-        "auto", choices=get_args(NamedFiles), label="Files and definitions named in the question",
+        "auto",
+        choices=get_args(NamedFiles),
+        label="Files and definitions named in the question",
         choice_labels=(("auto", "Keep their best chunks first"), ("off", "Draft's scores only")),
         help="when a question names files of a folder (by path, file name or dotted module) or what its Python "
-             "files define (a class, function or constant, written as code), their best-scored chunks are kept "
-             "first, definitions before files, up to half of what is kept (off: the draft's scores alone)")
+        "files define (a class, function or constant, written as code), their best-scored chunks are kept "
+        "first, definitions before files, up to half of what is kept (off: the draft's scores alone)",
+    )
     question_words: float = setting(
-        1.0, minimum=0.0, maximum=10.0, zero_means="off: the draft's attention alone",
+        1.0,
+        minimum=0.0,
+        maximum=10.0,
+        zero_means="off: the draft's attention alone",
         label="Question words weight",
         help="chunks that share the question's rarer words (BM25) rank higher: their rank among the chunks, "
-             "times this weight, adds to their rank by the draft's scores (0 = off: the draft's attention "
-             "alone, as the reference)")
+        "times this weight, adds to their rank by the draft's scores (0 = off: the draft's attention "
+        "alone, as the reference)",
+    )
     positions: PositionMode = setting(
-        "auto", choices=get_args(PositionMode),
+        "auto",
+        choices=get_args(PositionMode),
         help="where kept tokens go: restore their original positions, renumber them 0..n, compress the "
-             "gaps between them to fit the window, or auto (restore when the runtime supports it; renumber "
-             "for a document longer than the window)")
+        "gaps between them to fit the window, or auto (restore when the runtime supports it; renumber "
+        "for a document longer than the window)",
+    )
     min_tokens: int | None = setting(
-        None, minimum=0, maximum=1 << 24, label="SpecPrefill threshold",
+        None,
+        minimum=0,
+        maximum=1 << 24,
+        label="SpecPrefill threshold",
         none_means=f"the calibrated prediction, else {DEFAULT_MIN_TOKENS}",
         help=f"below this many prompt tokens SpecPrefill is bypassed "
-             f"(default: the calibrated prediction, else {DEFAULT_MIN_TOKENS})")
+        f"(default: the calibrated prediction, else {DEFAULT_MIN_TOKENS})",
+    )
     force: bool = setting(False, help="run SpecPrefill even below the threshold")
-    max_new_tokens: int = setting(256, minimum=1, maximum=1 << 20, label="Max new tokens",
-                                  help="tokens to generate at most")
-    chunk_size: int = setting(32, minimum=1, maximum=1 << 16, label="Chunk size (tokens)",
-                              help="tokens per chunk the draft keeps or drops")
-    kernel: int = setting(13, minimum=1, maximum=1023, odd=True,
-                          help="average-pool width that smooths the draft's scores (odd)")
-    lookahead: int = setting(8, minimum=1, maximum=256, label="Draft look-ahead (tokens)",
-                             help="tokens the draft decodes ahead to score the prompt")
+    max_new_tokens: int = setting(
+        256, minimum=1, maximum=1 << 20, label="Max new tokens", help="tokens to generate at most"
+    )
+    chunk_size: int = setting(
+        32,
+        minimum=1,
+        maximum=1 << 16,
+        label="Chunk size (tokens)",
+        help="tokens per chunk the draft keeps or drops",
+    )
+    kernel: int = setting(
+        13, minimum=1, maximum=1023, odd=True, help="average-pool width that smooths the draft's scores (odd)"
+    )
+    lookahead: int = setting(
+        8,
+        minimum=1,
+        maximum=256,
+        label="Draft look-ahead (tokens)",
+        help="tokens the draft decodes ahead to score the prompt",
+    )
     first_scored_layer: int = setting(
-        0, minimum=0, maximum=1023, label="First scored draft layer",
+        0,
+        minimum=0,
+        maximum=1023,
+        label="First scored draft layer",
         help="the draft layer from which the look-ahead's attention counts in the scores (0: every layer, "
-             "as the reference does); the earlier layers' attention is ignored")
+        "as the reference does); the earlier layers' attention is ignored",
+    )
     score_question: bool = setting(
-        True, label="Score with the question",
+        True,
+        label="Score with the question",
         help="the question's own tokens also score the document with their attention, each counting as "
-             "much as a look-ahead step (SnapKV's observation window); off: the look-ahead alone, as the reference")
+        "much as a look-ahead step (SnapKV's observation window); off: the look-ahead alone, as the reference",
+    )
     draft_window: int = setting(
-        4096, minimum=0, maximum=1 << 24, label="Draft attention window (tokens)", zero_means="Full attention",
-        help="tokens each prompt token attends back to in the draft's prefill (0 = full attention)")
+        4096,
+        minimum=0,
+        maximum=1 << 24,
+        label="Draft attention window (tokens)",
+        zero_means="Full attention",
+        help="tokens each prompt token attends back to in the draft's prefill (0 = full attention)",
+    )
     truncate: bool = setting(
-        False, label="Long documents",
+        False,
+        label="Long documents",
         help="a full prefill alone cuts the end of a document too long for the context window (and says how "
-             "much) instead of refusing; SpecPrefill fits it by selection, and a compare always cuts it")
+        "much) instead of refusing; SpecPrefill fits it by selection, and a compare always cuts it",
+    )
     background_prefill: bool = setting(
-        True, label="Background full prefill",
+        True,
+        label="Background full prefill",
         help="in a session (chat, the app), after a SpecPrefill answer prefill the whole document into the "
-             "target while idle, so later questions are answered from the full cached document")
+        "target while idle, so later questions are answered from the full cached document",
+    )
     read_ahead: bool = setting(
-        True, label="Read ahead on open",
+        True,
+        label="Read ahead on open",
         help="in a session (chat, the app), the draft reads the document as soon as it is opened, while the "
-             "question is typed, so the first SpecPrefill answer scores only its question; a question "
-             "arriving meanwhile takes over what was read")
-    system_prompt: str = setting("You are a helpful assistant. Answer using only the document.", flag="",
-                                 help="the system turn of the chat prompt")
+        "question is typed, so the first SpecPrefill answer scores only its question; a question "
+        "arriving meanwhile takes over what was read",
+    )
+    system_prompt: str = setting(
+        "You are a helpful assistant. Answer using only the document.",
+        flag="",
+        help="the system turn of the chat prompt",
+    )
 
     def __post_init__(self) -> None:
         validate(self)

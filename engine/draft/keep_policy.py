@@ -32,7 +32,8 @@ _BROAD = re.compile(
     r"\b(summar\w*|overview|outline|main (points|topics|ideas|parts)|what (this|the) \w+ (covers?|is about)"
     r"|list (all|every)|enumerate"
     r"|how many\b[^?]*\b(list\w*|describ\w*|mention\w*|defin\w*|document\w*|contain\w*|provid\w*))\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # A premise sentence or clause, then a question ("... version. Which value ...?", "... figure; what
 # file ...?"), or a reference back ("the same").
 _JOINED = re.compile(r"\.\s+[A-Z][^?]*\?|;\s*(what|which|who|where|when|how)\b[^?]*\?|\b[Tt]h(e|at) same\b")
@@ -76,9 +77,18 @@ def spread_position(spread: float, low: float = SPREAD_LOW, high: float = SPREAD
     return min(max((spread - low) / (high - low), 0.0), 1.0)
 
 
-def choose_keep(chunk_scores: np.ndarray, protected: list[int], question: str, floor: float,
-                ceiling: float, *, broad_keep: float, joined_keep: float, prompt_tokens: int = 0,
-                long_tokens: int | None = None) -> KeepChoice:
+def choose_keep(
+    chunk_scores: np.ndarray,
+    protected: list[int],
+    question: str,
+    floor: float,
+    ceiling: float,
+    *,
+    broad_keep: float,
+    joined_keep: float,
+    prompt_tokens: int = 0,
+    long_tokens: int | None = None,
+) -> KeepChoice:
     """The keep for this question: `broad_keep` for a broad question, `joined_keep` for one that joins
     two facts, the floor for any other in a prompt of `long_tokens` or more, else from the scores'
     spread."""

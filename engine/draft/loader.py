@@ -61,7 +61,11 @@ def pick_device(preference: str = "auto") -> DraftDevice:
 def _missing_gpu_reason(preference: str) -> str:
     """Why a GPU asked for by name cannot be used: the one line the error shows."""
     if preference == "cuda":
-        build = "this torch build has no CUDA support" if torch.version.cuda is None else "no CUDA device is visible"
+        build = (
+            "this torch build has no CUDA support"
+            if torch.version.cuda is None
+            else "no CUDA device is visible"
+        )
         return f"device 'cuda' was asked for, but torch sees no CUDA device ({build})"
     if preference == "mps":
         return "device 'mps' was asked for, but torch sees no Apple MPS device (macOS on Apple silicon only)"
@@ -102,8 +106,9 @@ def _load_gguf_dequantized(gguf_path: Path):
     from transformers import AutoModelForCausalLM  # lazy: transformers is heavy
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
-                                                     dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
+        )
     except Exception as exc:  # transformers raises many types for a bad file
         raise ModelError(f"could not load draft {gguf_path.name} into transformers: {exc}") from exc
     # The weights are already dequantized to fp32; drop the GGUF quantizer marker so
@@ -180,8 +185,9 @@ def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str, 
         raise ModelError(f"draft model not found: {path}")
     source = path if path.is_dir() else ensure_dequantized(path)
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(source), dtype=device.dtype,
-                                                     attn_implementation=attn_implementation)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(source), dtype=device.dtype, attn_implementation=attn_implementation
+        )
     except Exception as exc:
         raise ModelError(f"could not load draft model from {source}: {exc}") from exc
     model = model.to(device.device).eval()

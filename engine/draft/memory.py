@@ -1,10 +1,10 @@
 """What the draft needs in memory: its weights, and its cache and attention rows while scoring.
 
-    draft weights    parameters x bytes per value (fp32 on CPU, half precision on CUDA)
-    draft KV         prompt tokens x layers x 2 x KV heads x head size x bytes per value
-    draft attention  look-ahead rows: layers x heads x prompt tokens x 4 bytes, held twice
-    question rows    the question's queries over the prompt (when scored): rows x heads x prompt tokens
-                     x 4 bytes, three at once (logits, masked, softmax), one layer at a time
+draft weights    parameters x bytes per value (fp32 on CPU, half precision on CUDA)
+draft KV         prompt tokens x layers x 2 x KV heads x head size x bytes per value
+draft attention  look-ahead rows: layers x heads x prompt tokens x 4 bytes, held twice
+question rows    the question's queries over the prompt (when scored): rows x heads x prompt tokens
+                 x 4 bytes, three at once (logits, masked, softmax), one layer at a time
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ def draft_scoring_need(config, bytes_per_value: int, n_prompt: int, question_row
     """Measured on an H200 (bf16, `research/gpu/`): with 48 question rows these parts come
     within 10% of the allocator's peak over the weights, 4K to 32K tokens."""
     rows = 2 * config.num_hidden_layers * config.num_attention_heads * n_prompt * 4
-    parts = [("draft KV cache", draft_kv_shape(config, bytes_per_value).bytes_for(n_prompt)),
-             ("look-ahead attention", rows)]
+    parts = [
+        ("draft KV cache", draft_kv_shape(config, bytes_per_value).bytes_for(n_prompt)),
+        ("look-ahead attention", rows),
+    ]
     if question_rows > 0:
         parts.append(("question attention", 3 * question_rows * config.num_attention_heads * n_prompt * 4))
     return MemoryNeed(f"draft scoring of {n_prompt} tokens", tuple(parts))

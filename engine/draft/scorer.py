@@ -71,7 +71,7 @@ class _QuestionRows:
         if not bool(picked.any()):
             return
         probs = causal_attention_probs(query[:, :, picked], key, scaling, positions[picked])
-        padded = torch.nn.functional.pad(probs, (0, self.n_prompt - kv_len))[..., :self.n_prompt]
+        padded = torch.nn.functional.pad(probs, (0, self.n_prompt - kv_len))[..., : self.n_prompt]
         self.rows.setdefault(layer, []).append(smooth_rows(padded, self.kernel).amax(dim=0).cpu())
 
     def importance(self) -> torch.Tensor:
@@ -82,8 +82,9 @@ class _QuestionRows:
         return per_layer.amax(dim=0).double()
 
 
-_QUESTION: contextvars.ContextVar[_QuestionRows | None] = contextvars.ContextVar("specprefill_question",
-                                                                                 default=None)
+_QUESTION: contextvars.ContextVar[_QuestionRows | None] = contextvars.ContextVar(
+    "specprefill_question", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -94,11 +95,14 @@ class PrefillWindow:
     sinks: int = DRAFT_WINDOW_SINKS
 
 
-_WINDOW: contextvars.ContextVar[PrefillWindow | None] = contextvars.ContextVar("specprefill_window", default=None)
+_WINDOW: contextvars.ContextVar[PrefillWindow | None] = contextvars.ContextVar(
+    "specprefill_window", default=None
+)
 
 
-def window_keys(key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, q_len: int,
-                window: PrefillWindow):
+def window_keys(
+    key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, q_len: int, window: PrefillWindow
+):
     """Drop the keys no query of this chunk may see: everything between the sinks and the
     `recent` keys before the chunk's first query. Every query then sees at least `recent`
     earlier tokens. Keys carry their rotary positions already, so slicing keeps them right."""
@@ -109,14 +113,16 @@ def window_keys(key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | Non
     head = window.sinks
 
     def cut(t: torch.Tensor) -> torch.Tensor:
-        return torch.cat([t[..., :head, :], t[..., kv_len - tail:, :]], dim=-2)
+        return torch.cat([t[..., :head, :], t[..., kv_len - tail :, :]], dim=-2)
 
     if mask is not None:
-        mask = torch.cat([mask[..., :head], mask[..., kv_len - tail:]], dim=-1)
+        mask = torch.cat([mask[..., :head], mask[..., kv_len - tail :]], dim=-1)
     return cut(key), cut(value), mask
 
 
-def prompt_attention_probs(query: torch.Tensor, key: torch.Tensor, scaling: float, n_prompt: int) -> torch.Tensor:
+def prompt_attention_probs(
+    query: torch.Tensor, key: torch.Tensor, scaling: float, n_prompt: int
+) -> torch.Tensor:
     """softmax(q k^T * scaling) of one query token over all keys, sliced to the prompt's keys.
 
     query: (1, H, 1, d); key: (1, KVH, kv_len, d) with grouped-query heads. Returns (H, n_prompt).
@@ -127,8 +133,9 @@ def prompt_attention_probs(query: torch.Tensor, key: torch.Tensor, scaling: floa
     return torch.softmax(logits, dim=-1)[:, :n_prompt]
 
 
-def causal_attention_probs(query: torch.Tensor, key: torch.Tensor, scaling: float,
-                           positions: torch.Tensor) -> torch.Tensor:
+def causal_attention_probs(
+    query: torch.Tensor, key: torch.Tensor, scaling: float, positions: torch.Tensor
+) -> torch.Tensor:
     """softmax(q k^T * scaling) of several query tokens at `positions`, each over the keys up to its own.
 
     query: (1, H, Q, d); key: (1, KVH, kv_len, d). Returns (H, Q, kv_len)."""
@@ -174,8 +181,13 @@ class ScoringParams:
     @classmethod
     def from_settings(cls, settings: RunSettings, question_rows: int = 0) -> ScoringParams:
         """`question_rows`: the prompt's (PreparedPrompt.question_rows), used when settings.score_question."""
-        return cls(settings.lookahead, settings.kernel, settings.draft_window, settings.first_scored_layer,
-                   question_rows if settings.score_question else 0)
+        return cls(
+            settings.lookahead,
+            settings.kernel,
+            settings.draft_window,
+            settings.first_scored_layer,
+            question_rows if settings.score_question else 0,
+        )
 
 
 @dataclass(frozen=True)
@@ -215,8 +227,12 @@ class DraftPrefix:
     def nbytes(self) -> int:
         if self.cache is None:
             return 0
-        return sum(t.numel() * t.element_size() for layer in self.cache.layers
-                   for t in (layer.keys, layer.values) if t is not None)
+        return sum(
+            t.numel() * t.element_size()
+            for layer in self.cache.layers
+            for t in (layer.keys, layer.values)
+            if t is not None
+        )
 
     def fits(self, tokens: list[int], window: int) -> bool:
         """Whether this prefix starts the prompt (with a token after it to score) at this window."""
@@ -227,8 +243,13 @@ class DraftPrefix:
 class DraftScorer:
     """Scores prompt tokens with a loaded transformers causal LM (attn_implementation=ATTN_IMPL)."""
 
-    def __init__(self, model, eos_ids: set[int], prefill_chunk: int = DRAFT_PREFILL_CHUNK,
-                 window_sinks: int = DRAFT_WINDOW_SINKS):
+    def __init__(
+        self,
+        model,
+        eos_ids: set[int],
+        prefill_chunk: int = DRAFT_PREFILL_CHUNK,
+        window_sinks: int = DRAFT_WINDOW_SINKS,
+    ):
         self.model = model
         self.eos_ids = eos_ids
         self.prefill_chunk = prefill_chunk
@@ -250,15 +271,23 @@ class DraftScorer:
         rows = self.model.get_input_embeddings().num_embeddings
         top = max(tokens)
         if top >= rows:
-            raise ValueError(f"the prompt holds token id {top}, past the draft's vocabulary of {rows:,} tokens; "
-                             "use a draft with the target's full vocabulary")
+            raise ValueError(
+                f"the prompt holds token id {top}, past the draft's vocabulary of {rows:,} tokens; "
+                "use a draft with the target's full vocabulary"
+            )
 
-    def score(self, tokens: list[int], params: ScoringParams = ScoringParams(),
-              cancel: CancelToken = NEVER) -> ScoreResult:
+    def score(
+        self, tokens: list[int], params: ScoringParams = ScoringParams(), cancel: CancelToken = NEVER
+    ) -> ScoreResult:
         return run_to_end(self.iter_score(tokens, params, cancel))
 
-    def iter_score(self, tokens: list[int], params: ScoringParams = ScoringParams(), cancel: CancelToken = NEVER,
-                   prefix: DraftPrefix | None = None) -> Steps[ScoreResult]:
+    def iter_score(
+        self,
+        tokens: list[int],
+        params: ScoringParams = ScoringParams(),
+        cancel: CancelToken = NEVER,
+        prefix: DraftPrefix | None = None,
+    ) -> Steps[ScoreResult]:
         """Yields (tokens prefilled, total) after each prefill chunk; returns the scores.
 
         params.window > 0: prompt tokens attend to the first tokens and their last `window` tokens
@@ -336,16 +365,23 @@ class DraftScorer:
 
     def check_first_layer(self, first_layer: int) -> None:
         if not 0 <= first_layer < self.n_layers:
-            raise SettingsError(f"first scored layer {first_layer} is not a layer of the draft "
-                                f"(it has {self.n_layers}: 0 to {self.n_layers - 1})")
+            raise SettingsError(
+                f"first scored layer {first_layer} is not a layer of the draft "
+                f"(it has {self.n_layers}: 0 to {self.n_layers - 1})"
+            )
 
     def _prefill_chunk(self, chunk: list[int], start: int, cache: DynamicCache) -> None:
         # The body only: the LM head is not needed for prompt tokens.
-        self.model.model(input_ids=self._ids(chunk), position_ids=self._positions(start, len(chunk)),
-                         cache=cache, use_cache=True)
+        self.model.model(
+            input_ids=self._ids(chunk),
+            position_ids=self._positions(start, len(chunk)),
+            cache=cache,
+            use_cache=True,
+        )
 
-    def _look_ahead(self, tokens: list[int], cache: DynamicCache, params: ScoringParams,
-                    cancel: CancelToken) -> ScoreResult:
+    def _look_ahead(
+        self, tokens: list[int], cache: DynamicCache, params: ScoringParams, cancel: CancelToken
+    ) -> ScoreResult:
         n_prompt = len(tokens)
         total = torch.zeros(n_prompt, dtype=torch.float64)
         generated: list[int] = []
@@ -365,8 +401,12 @@ class DraftScorer:
 
     def _step(self, token: int, position: int, cache: DynamicCache, capture: _Capture) -> int:
         with _bound(_ACTIVE, capture):
-            out = self.model.model(input_ids=self._ids([token]), position_ids=self._positions(position, 1),
-                                   cache=cache, use_cache=True)
+            out = self.model.model(
+                input_ids=self._ids([token]),
+                position_ids=self._positions(position, 1),
+                cache=cache,
+                use_cache=True,
+            )
         logits = self.model.lm_head(out.last_hidden_state[:, -1])
         return int(logits.argmax(dim=-1).item())
 

@@ -27,7 +27,9 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.steps import Steps, map_steps
 from engine.draft.scorer import DraftPrefix, DraftScorer, ScoreResult, ScoringParams
 
-TAIL_ROOM_STEP = 256  # the question's room in a segment, rounded up: questions of about one length share a plan
+TAIL_ROOM_STEP = (
+    256  # the question's room in a segment, rounded up: questions of about one length share a plan
+)
 
 Piece = tuple[int, int]
 
@@ -42,7 +44,9 @@ class SegmentCache(Protocol):
     def keep(self, piece: Piece, prefix: DraftPrefix) -> bool: ...
 
 
-def plan_segments(n_tokens: int, doc_span: tuple[int, int], max_len: int, follow_ups: bool = False) -> list[Piece]:
+def plan_segments(
+    n_tokens: int, doc_span: tuple[int, int], max_len: int, follow_ups: bool = False
+) -> list[Piece]:
     """The document slices [start, end) to score one by one: one slice (the whole document) when the
     prompt fits in `max_len`, else as few equal slices as keep head + slice + tail within it.
     `follow_ups`: the tail's room is rounded up, so that other questions get the same slices."""
@@ -53,8 +57,10 @@ def plan_segments(n_tokens: int, doc_span: tuple[int, int], max_len: int, follow
     tail = n_tokens - end
     room = max_len - fixed
     if room < 1:
-        raise ValueError(f"the prompt's template and question ({fixed} tokens) leave no room "
-                         f"for the document in the draft's {max_len}-token window")
+        raise ValueError(
+            f"the prompt's template and question ({fixed} tokens) leave no room "
+            f"for the document in the draft's {max_len}-token window"
+        )
     if follow_ups:
         room -= min(-tail % TAIL_ROOM_STEP, room // 32)  # a small window keeps nearly all its room
     n_segments = math.ceil((end - start) / room)
@@ -64,18 +70,24 @@ def plan_segments(n_tokens: int, doc_span: tuple[int, int], max_len: int, follow
 
 def segment_prefix(tokens: list[int], doc_span: tuple[int, int], piece: Piece) -> list[int]:
     """Head + one document slice: the part of a segment every question about the document shares."""
-    return tokens[:doc_span[0]] + tokens[piece[0]:piece[1]]
+    return tokens[: doc_span[0]] + tokens[piece[0] : piece[1]]
 
 
 def segment_tokens(tokens: list[int], doc_span: tuple[int, int], piece: tuple[int, int]) -> list[int]:
     """Head + one document slice + tail."""
     start, end = doc_span
-    return tokens[:start] + tokens[piece[0]:piece[1]] + tokens[end:]
+    return tokens[:start] + tokens[piece[0] : piece[1]] + tokens[end:]
 
 
-def iter_score_segments(scorer: DraftScorer, tokens: list[int], doc_span: tuple[int, int], pass_tokens: int,
-                        params: ScoringParams = ScoringParams(), cancel: CancelToken = NEVER,
-                        cache: SegmentCache | None = None) -> Steps[ScoreResult]:
+def iter_score_segments(
+    scorer: DraftScorer,
+    tokens: list[int],
+    doc_span: tuple[int, int],
+    pass_tokens: int,
+    params: ScoringParams = ScoringParams(),
+    cancel: CancelToken = NEVER,
+    cache: SegmentCache | None = None,
+) -> Steps[ScoreResult]:
     """Yields (tokens scored, total) as the segments go; returns the whole prompt's scores.
 
     `pass_tokens`: the longest prompt one pass may score (its look-ahead steps come on top).
@@ -92,29 +104,38 @@ def iter_score_segments(scorer: DraftScorer, tokens: list[int], doc_span: tuple[
     for piece in cached_first(pieces, tokens, doc_span, cache):
         segment = segment_tokens(tokens, doc_span, piece)
         width = piece[1] - piece[0]
-        prefix = cache.prefix_for(piece, segment_prefix(tokens, doc_span, piece)) if cache is not None else None
-        result = yield from map_steps(scorer.iter_score(segment, params, cancel, prefix),
-                                      lambda seg_done, _, before=done: (before + seg_done, total))
+        prefix = (
+            cache.prefix_for(piece, segment_prefix(tokens, doc_span, piece)) if cache is not None else None
+        )
+        result = yield from map_steps(
+            scorer.iter_score(segment, params, cancel, prefix),
+            lambda seg_done, _, before=done: (before + seg_done, total),
+        )
         if prefix is not None:
             cache.keep(piece, prefix)
         del prefix  # one segment's keys in memory at a time, beyond what the cache keeps
         scaled = result.importance * len(segment)
-        importance[piece[0]:piece[1]] = scaled[n_head:n_head + width]
-        head_tail += np.concatenate([scaled[:n_head], scaled[n_head + width:]])
+        importance[piece[0] : piece[1]] = scaled[n_head : n_head + width]
+        head_tail += np.concatenate([scaled[:n_head], scaled[n_head + width :]])
         done += len(segment)
         results[piece] = result
     head_tail /= len(pieces)
     importance[:start], importance[end:] = head_tail[:n_head], head_tail[n_head:]
     first = results[pieces[0]]
-    return ScoreResult(importance=importance, lookahead_tokens=first.lookahead_tokens, steps=first.steps,
-                       reused_prefix=sum(r.reused_prefix for r in results.values()), segments=len(pieces))
+    return ScoreResult(
+        importance=importance,
+        lookahead_tokens=first.lookahead_tokens,
+        steps=first.steps,
+        reused_prefix=sum(r.reused_prefix for r in results.values()),
+        segments=len(pieces),
+    )
 
 
-def cached_first(pieces: list[Piece], tokens: list[int], doc_span: tuple[int, int],
-                 cache: SegmentCache | None) -> list[Piece]:
+def cached_first(
+    pieces: list[Piece], tokens: list[int], doc_span: tuple[int, int], cache: SegmentCache | None
+) -> list[Piece]:
     """The pieces in the order to score them: those the cache holds first, so that filling the
     others cannot evict them before they are used."""
     if cache is None:
         return pieces
     return sorted(pieces, key=lambda piece: not cache.holds(piece, segment_prefix(tokens, doc_span, piece)))
-

@@ -51,9 +51,15 @@ def protected_chunks(n_tokens: int, chunk_size: int, tail_start: int) -> list[in
     return sorted({0, *tail})
 
 
-def select_chunks(scores: np.ndarray, keep: float, protected: list[int], max_chunks: int | None = None,
-                  parts: list[tuple[int, int]] = (), focus: list[tuple[int, int]] = (),
-                  definitions: list[tuple[int, int]] = ()) -> list[int]:
+def select_chunks(
+    scores: np.ndarray,
+    keep: float,
+    protected: list[int],
+    max_chunks: int | None = None,
+    parts: list[tuple[int, int]] = (),
+    focus: list[tuple[int, int]] = (),
+    definitions: list[tuple[int, int]] = (),
+) -> list[int]:
     """ceil(keep * n_chunks) chunks, at most `max_chunks` (what fits the target's window), never
     fewer than the protected ones; in document order. With `definitions` and `focus` (chunk ranges
     [a, b) of the definitions and files a question names), their best-scored chunks come first, the
@@ -85,7 +91,7 @@ def focus_picks(scores: np.ndarray, tiers: list[list[tuple[int, int]]], limit: i
     """Each tier's chunk ranges (named definitions, then named files) in turn: their best chunks,
     round-robin across the ranges, `limit` distinct chunks at most."""
     picks = dict.fromkeys(i for ranges in tiers for i in coverage_picks(scores, ranges, 1.0))
-    return list(picks)[:max(limit, 0)]
+    return list(picks)[: max(limit, 0)]
 
 
 def coverage_picks(scores: np.ndarray, parts: list[tuple[int, int]], share: float) -> list[int]:
@@ -111,10 +117,18 @@ def kept_token_indices(kept: list[int], chunk_size: int, n_tokens: int) -> np.nd
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def plan_selection(importance: np.ndarray, chunk_size: int, keep: float, tail_start: int,
-                   max_tokens: int | None = None, parts: list[tuple[int, int]] = (),
-                   focus: list[tuple[int, int]] = (), definitions: list[tuple[int, int]] = (),
-                   word_scores: np.ndarray | None = None, word_weight: float = 0.0):
+def plan_selection(
+    importance: np.ndarray,
+    chunk_size: int,
+    keep: float,
+    tail_start: int,
+    max_tokens: int | None = None,
+    parts: list[tuple[int, int]] = (),
+    focus: list[tuple[int, int]] = (),
+    definitions: list[tuple[int, int]] = (),
+    word_scores: np.ndarray | None = None,
+    word_weight: float = 0.0,
+):
     """Chunk scores, protected chunks, kept chunks and kept token indices for one prompt; with
     `max_tokens`, the kept chunks hold at most that many tokens (a chunk holds chunk_size at most);
     with `definitions` and `focus` (token ranges of named definitions and files), their best chunks
@@ -126,6 +140,13 @@ def plan_selection(importance: np.ndarray, chunk_size: int, keep: float, tail_st
         scores = ranked_with_words(scores, word_scores, word_weight)
     protected = protected_chunks(len(importance), chunk_size, tail_start)
     max_chunks = None if max_tokens is None else max_tokens // chunk_size
-    kept = select_chunks(scores, keep, protected, max_chunks, chunk_parts(parts, chunk_size),
-                         chunk_parts(focus, chunk_size), chunk_parts(definitions, chunk_size))
+    kept = select_chunks(
+        scores,
+        keep,
+        protected,
+        max_chunks,
+        chunk_parts(parts, chunk_size),
+        chunk_parts(focus, chunk_size),
+        chunk_parts(definitions, chunk_size),
+    )
     return scores, protected, kept, kept_token_indices(kept, chunk_size, len(importance))

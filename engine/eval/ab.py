@@ -148,10 +148,18 @@ def _number(text: str) -> int | float:
 
 
 # -- running -----------------------------------------------------------------------
-def run_suite(engine: Engine, cases: list[Case], keeps: list[str], settings: RunSettings,
-              cancel: CancelToken = NEVER, *, password: str | None = None,
-              clock: Callable[[], float] = time.monotonic,
-              finished: Mapping[str, CaseRecord] | None = None, reuse_cache: bool = False) -> Iterator[AbEvent]:
+def run_suite(
+    engine: Engine,
+    cases: list[Case],
+    keeps: list[str],
+    settings: RunSettings,
+    cancel: CancelToken = NEVER,
+    *,
+    password: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    finished: Mapping[str, CaseRecord] | None = None,
+    reuse_cache: bool = False,
+) -> Iterator[AbEvent]:
     """Run every case (baseline, then each keep) and finish with the report.
 
     `settings` applies to every run except its `keep`, which each SpecPrefill run replaces:
@@ -166,11 +174,16 @@ def run_suite(engine: Engine, cases: list[Case], keeps: list[str], settings: Run
     validate_keeps(keeps)
     finished = finished or {}
     carried = {case.id: carried_runs(finished.get(case.id), case, keeps) for case in cases}
-    done = {case.id: rescored(case, carried[case.id], keeps) for case in cases
-            if len(carried[case.id]) == 1 + len(keeps)}
+    done = {
+        case.id: rescored(case, carried[case.id], keeps)
+        for case in cases
+        if len(carried[case.id]) == 1 + len(keeps)
+    }
     todo = [(number, case) for number, case in enumerate(cases, start=1) if case.id not in done]
     runner = _CaseRunner(engine, keeps, settings, cancel, password, carried)
-    tracker = _ProgressTracker(len(cases), sum(1 + len(keeps) - len(carried[case.id]) for _, case in todo), clock)
+    tracker = _ProgressTracker(
+        len(cases), sum(1 + len(keeps) - len(carried[case.id]) for _, case in todo), clock
+    )
     run_all = runner.by_document if reuse_cache else runner.one_shot
     new: dict[str, CaseRecord] = {}
     for event in run_all(todo, tracker):
@@ -182,11 +195,21 @@ def run_suite(engine: Engine, cases: list[Case], keeps: list[str], settings: Run
     yield AbFinished(build_report(records, keeps, environment))
 
 
-def run_suite_report(engine: Engine, cases: list[Case], keeps: list[str], settings: RunSettings,
-                     cancel: CancelToken = NEVER, on_progress: Callable[[AbProgress | AbRunDone], None] | None = None,
-                     *, password: str | None = None, reuse_cache: bool = False) -> AbReport:
+def run_suite_report(
+    engine: Engine,
+    cases: list[Case],
+    keeps: list[str],
+    settings: RunSettings,
+    cancel: CancelToken = NEVER,
+    on_progress: Callable[[AbProgress | AbRunDone], None] | None = None,
+    *,
+    password: str | None = None,
+    reuse_cache: bool = False,
+) -> AbReport:
     """run_suite for callers that only want the report; `on_progress` sees each run's progress and result."""
-    for event in run_suite(engine, cases, keeps, settings, cancel, password=password, reuse_cache=reuse_cache):
+    for event in run_suite(
+        engine, cases, keeps, settings, cancel, password=password, reuse_cache=reuse_cache
+    ):
         if isinstance(event, AbFinished):
             return event.report
         if on_progress and isinstance(event, (AbProgress, AbRunDone)):
@@ -218,9 +241,22 @@ def group_by_document(todo: list[Numbered]) -> list[list[Numbered]]:
 class _CaseRunner:
     """Runs cases' baselines and keeps; an error becomes the case's record instead of ending the suite."""
 
-    def __init__(self, engine: Engine, keeps: list[str], settings: RunSettings, cancel: CancelToken,
-                 password: str | None, carried: Mapping[str, dict[str | None, RunResult]] | None = None):
-        self.engine, self.keeps, self.settings, self.cancel, self.password = engine, keeps, settings, cancel, password
+    def __init__(
+        self,
+        engine: Engine,
+        keeps: list[str],
+        settings: RunSettings,
+        cancel: CancelToken,
+        password: str | None,
+        carried: Mapping[str, dict[str | None, RunResult]] | None = None,
+    ):
+        self.engine, self.keeps, self.settings, self.cancel, self.password = (
+            engine,
+            keeps,
+            settings,
+            cancel,
+            password,
+        )
         self.carried = carried or {}  # by case id: the runs a resumed journal holds (None: the baseline)
         self.documents: dict[Path, Document] = {}  # each document is read once, whatever the number of cases
         self.sessions: dict[Path, DocumentSession] = {}  # with reuse_cache: one per document
@@ -229,8 +265,9 @@ class _CaseRunner:
         """Each case in turn, every run a cold one-shot stream: the TTFTs the default report has always had."""
         for number, case in todo:
             results = self._carried(case)
-            error = yield from self._attempt(case, number, self._lacking([None, *self.keeps], results), results,
-                                             self._stream, tracker)
+            error = yield from self._attempt(
+                case, number, self._lacking([None, *self.keeps], results), results, self._stream, tracker
+            )
             yield self._case_done(case, results, error)
 
     def by_document(self, todo: list[Numbered], tracker: _ProgressTracker) -> Iterator[AbEvent]:
@@ -248,12 +285,19 @@ class _CaseRunner:
         results = {case.id: self._carried(case) for _, case in group}
         errors: dict[str, str | None] = {}
         for number, case in group:
-            errors[case.id] = yield from self._attempt(case, number, self._lacking([None], results[case.id]),
-                                                       results[case.id], self._ask, tracker)
+            errors[case.id] = yield from self._attempt(
+                case, number, self._lacking([None], results[case.id]), results[case.id], self._ask, tracker
+            )
         for number, case in group:
             if errors[case.id] is None:  # a case whose baseline failed runs no keeps
-                errors[case.id] = yield from self._attempt(case, number, self._lacking(self.keeps, results[case.id]),
-                                                           results[case.id], self._ask, tracker)
+                errors[case.id] = yield from self._attempt(
+                    case,
+                    number,
+                    self._lacking(self.keeps, results[case.id]),
+                    results[case.id],
+                    self._ask,
+                    tracker,
+                )
             yield self._case_done(case, results[case.id], errors[case.id])
 
     def _carried(self, case: Case) -> dict[str | None, RunResult]:
@@ -272,8 +316,15 @@ class _CaseRunner:
         spec = {keep: result for keep, result in ordered.items() if keep is not None}
         return AbCaseDone(case_record(case, ordered[None], spec), case.line)
 
-    def _attempt(self, case: Case, number: int, keeps: list[str | None], results: dict[str | None, RunResult],
-                 run: RunFn, tracker: _ProgressTracker) -> Iterator[AbEvent]:
+    def _attempt(
+        self,
+        case: Case,
+        number: int,
+        keeps: list[str | None],
+        results: dict[str | None, RunResult],
+        run: RunFn,
+        tracker: _ProgressTracker,
+    ) -> Iterator[AbEvent]:
         """Yield progress and each run of `keeps` (None: the baseline), adding them to `results`;
         return the error that stopped the case, or None."""
         try:
@@ -300,12 +351,15 @@ class _CaseRunner:
         return self.sessions[key]
 
     def _stream(self, case: Case, keep: str | None) -> RunResult:
-        events = self.engine.stream(self._document(case), case.question, _mode(keep), self._settings(keep),
-                                    self.cancel)
+        events = self.engine.stream(
+            self._document(case), case.question, _mode(keep), self._settings(keep), self.cancel
+        )
         return _result_of(events, keep)
 
     def _ask(self, case: Case, keep: str | None) -> RunResult:
-        events = self.engine.ask(self._session(case), case.question, _mode(keep), self._settings(keep), self.cancel)
+        events = self.engine.ask(
+            self._session(case), case.question, _mode(keep), self._settings(keep), self.cancel
+        )
         return _result_of(events, keep)
 
     def _settings(self, keep: str | None) -> RunSettings:
@@ -339,8 +393,16 @@ class _ProgressTracker:
 
     def before_run(self, case_number: int, case_id: str, label: str) -> AbProgress:
         elapsed = self.clock() - self.started
-        return AbProgress(case_number, self.n_cases, case_id, label, self.runs_done, self.runs_total, elapsed,
-                          estimate_remaining(elapsed, self.runs_done, self.runs_total))
+        return AbProgress(
+            case_number,
+            self.n_cases,
+            case_id,
+            label,
+            self.runs_done,
+            self.runs_total,
+            elapsed,
+            estimate_remaining(elapsed, self.runs_done, self.runs_total),
+        )
 
     def run_finished(self) -> None:
         self.runs_done += 1
@@ -362,10 +424,19 @@ def case_record(case: Case, baseline: RunResult, spec: dict[str, RunResult]) -> 
     # The whole prompt's tokens: a truncated baseline counts only what was left of it.
     prompt_tokens = max(result.prompt_tokens for result in [baseline, *spec.values()])
     return CaseRecord(
-        id=case.id, kind=case.kind, question=case.question, answers=case.answers, doc=str(case.doc),
-        prompt_tokens=prompt_tokens, baseline=run_record(baseline, case.answers, key_points=case.key_points),
-        spec={keep: run_record(result, case.answers, baseline.answer, case.key_points) for keep, result in spec.items()},
-        key_points=case.key_points)
+        id=case.id,
+        kind=case.kind,
+        question=case.question,
+        answers=case.answers,
+        doc=str(case.doc),
+        prompt_tokens=prompt_tokens,
+        baseline=run_record(baseline, case.answers, key_points=case.key_points),
+        spec={
+            keep: run_record(result, case.answers, baseline.answer, case.key_points)
+            for keep, result in spec.items()
+        },
+        key_points=case.key_points,
+    )
 
 
 def rescored(case: Case, runs: Mapping[str | None, RunResult], keeps: list[str]) -> CaseRecord:
@@ -378,14 +449,27 @@ def failed_case_record(case: Case, results: dict[str | None, RunResult], error: 
     baseline = results.get(None)
     spec = {keep: result for keep, result in results.items() if keep is not None}
     if baseline is None:
-        return CaseRecord(id=case.id, kind=case.kind, question=case.question, answers=case.answers,
-                          doc=str(case.doc), prompt_tokens=None, baseline=None, spec={}, error=error,
-                          key_points=case.key_points)
+        return CaseRecord(
+            id=case.id,
+            kind=case.kind,
+            question=case.question,
+            answers=case.answers,
+            doc=str(case.doc),
+            prompt_tokens=None,
+            baseline=None,
+            spec={},
+            error=error,
+            key_points=case.key_points,
+        )
     return replace(case_record(case, baseline, spec), error=error)
 
 
-def run_record(result: RunResult, answers: Iterable[str] | None, reference: str | None = None,
-               key_points: Sequence[Sequence[str]] | None = None) -> RunRecord:
+def run_record(
+    result: RunResult,
+    answers: Iterable[str] | None,
+    reference: str | None = None,
+    key_points: Sequence[Sequence[str]] | None = None,
+) -> RunRecord:
     """A run's timings and answer, scored against the expected answers, the baseline's answer and the
     case's key points."""
     correct = None if answers is None else is_correct(result.answer, list(answers))
@@ -399,29 +483,46 @@ def carried_runs(record: CaseRecord | None, case: Case, keeps: list[str]) -> dic
     when the record is of a failed case (it runs again) or of the case as the suite stated it before."""
     if not is_record_of(record, case) or record.baseline is None:
         return {}
-    return {None: record.baseline.result, **{keep: run.result for keep, run in record.spec.items() if keep in keeps}}
+    return {
+        None: record.baseline.result,
+        **{keep: run.result for keep, run in record.spec.items() if keep in keeps},
+    }
 
 
 def is_record_of(record: CaseRecord | None, case: Case) -> bool:
     """True when `record` finished `case` as the suite now states it (same question, document and answers)."""
-    return (record is not None and not record.failed and record.question == case.question
-            and record.doc == str(case.doc) and record.answers == case.answers and record.kind == case.kind
-            and record.key_points == case.key_points)
+    return (
+        record is not None
+        and not record.failed
+        and record.question == case.question
+        and record.doc == str(case.doc)
+        and record.answers == case.answers
+        and record.kind == case.kind
+        and record.key_points == case.key_points
+    )
 
 
 # -- environment -------------------------------------------------------------------------
-def describe_environment(engine: Engine, settings: RunSettings, records: list[CaseRecord], *,
-                         reuse_cache: bool = False) -> Environment:
+def describe_environment(
+    engine: Engine, settings: RunSettings, records: list[CaseRecord], *, reuse_cache: bool = False
+) -> Environment:
     """What produced these numbers: models (with hashes when they are the defaults), runtime, settings."""
     info = engine.info
     return Environment(
         target=_model_entry(info.target_name, info.target_path, models.TARGET),
         draft=_model_entry(info.draft_name, info.draft_path, models.DRAFT),
-        device=info.device, n_ctx=info.n_ctx, restore_supported=info.positions_supported,
-        positions_requested=settings.positions, positions_used=_positions_used(records), threads=_threads(info),
-        versions=_versions(info), platform=platform.platform(),
-        date=datetime.now(UTC).isoformat(timespec="seconds"), settings=settings_record(settings),
-        reuse_cache=reuse_cache)
+        device=info.device,
+        n_ctx=info.n_ctx,
+        restore_supported=info.positions_supported,
+        positions_requested=settings.positions,
+        positions_used=_positions_used(records),
+        threads=_threads(info),
+        versions=_versions(info),
+        platform=platform.platform(),
+        date=datetime.now(UTC).isoformat(timespec="seconds"),
+        settings=settings_record(settings),
+        reuse_cache=reuse_cache,
+    )
 
 
 def settings_record(settings: RunSettings) -> dict:
@@ -432,13 +533,21 @@ def settings_record(settings: RunSettings) -> dict:
 def _model_entry(name: str, path: Path, default: models.ModelSpec) -> ModelEntry:
     # Engine.load verifies a default model's hash before use; a custom file is not re-hashed here.
     is_default = Path(path) == default.path
-    return ModelEntry(name=name, path=str(path), default=is_default, sha256=default.sha256 if is_default else None)
+    return ModelEntry(
+        name=name, path=str(path), default=is_default, sha256=default.sha256 if is_default else None
+    )
 
 
 def _positions_used(records: list[CaseRecord]) -> str | None:
     """The mode the SpecPrefill runs placed tokens with; None when every run was bypassed."""
-    modes = sorted({run.result.positions for record in records for run in record.spec.values()
-                    if not run.result.bypassed})
+    modes = sorted(
+        {
+            run.result.positions
+            for record in records
+            for run in record.spec.values()
+            if not run.result.bypassed
+        }
+    )
     return "+".join(modes) if modes else None
 
 
@@ -453,10 +562,13 @@ def _threads(info) -> int | None:
 
 def _versions(info) -> Versions:
     # The CPU path too: results of different CPU variants are not comparable.
-    return Versions(python=platform.python_version(), torch=_package_version("torch"),
-                    llama_cpp_python=_package_version("llama-cpp-python"),
-                    specprefill=_package_version("specprefill"),
-                    cpu_path=getattr(info, "cpu_path", "") or None)  # test doubles of EngineInfo lack it
+    return Versions(
+        python=platform.python_version(),
+        torch=_package_version("torch"),
+        llama_cpp_python=_package_version("llama-cpp-python"),
+        specprefill=_package_version("specprefill"),
+        cpu_path=getattr(info, "cpu_path", "") or None,
+    )  # test doubles of EngineInfo lack it
 
 
 def _package_version(name: str) -> str | None:

@@ -48,7 +48,13 @@ class BenchRow:
     spec_fit: str = "fits"
     spec_seen_fraction: float = 1.0
 
-    FIT_FIELDS = ("document_tokens", "baseline_fit", "baseline_seen_fraction", "spec_fit", "spec_seen_fraction")
+    FIT_FIELDS = (
+        "document_tokens",
+        "baseline_fit",
+        "baseline_seen_fraction",
+        "spec_fit",
+        "spec_seen_fraction",
+    )
 
     def to_json(self) -> dict:
         return without_unknown_fit(asdict(self), self.document_tokens, self.FIT_FIELDS)
@@ -84,13 +90,21 @@ class BenchReport:
         models = {name: value for name, value in asdict(self.models).items() if value is not None}
         if "target_backends" in models:
             models["target_backends"] = list(models["target_backends"])
-        return {"results": [row.to_json() for row in self.results], "keep": self.keep, "doc": self.doc,
-                "models": models}
+        return {
+            "results": [row.to_json() for row in self.results],
+            "keep": self.keep,
+            "doc": self.doc,
+            "models": models,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> BenchReport:
-        return cls(results=tuple(BenchRow.from_json(row) for row in data["results"]), keep=data["keep"],
-                   doc=data["doc"], models=BenchModels(**{**data["models"], **_backends_of(data["models"])}))
+        return cls(
+            results=tuple(BenchRow.from_json(row) for row in data["results"]),
+            keep=data["keep"],
+            doc=data["doc"],
+            models=BenchModels(**{**data["models"], **_backends_of(data["models"])}),
+        )
 
 
 def _backends_of(models: dict) -> dict:
@@ -100,27 +114,52 @@ def _backends_of(models: dict) -> dict:
 
 def bench_report(rows: list[BenchRow], keep: float | str, doc: str, info: EngineInfo) -> BenchReport:
     """The report of `rows`, measured on `doc` with the engine `info` describes."""
-    return BenchReport(results=tuple(rows), keep=keep, doc=doc,
-                       models=BenchModels(target=info.target_name, draft=info.draft_name, device=info.device,
-                                          restore_supported=info.positions_supported,
-                                          target_device=info.target_device, flash_attn=info.flash_attn,
-                                          target_backends=info.target_backends, cpu_path=info.cpu_path or None))
+    return BenchReport(
+        results=tuple(rows),
+        keep=keep,
+        doc=doc,
+        models=BenchModels(
+            target=info.target_name,
+            draft=info.draft_name,
+            device=info.device,
+            restore_supported=info.positions_supported,
+            target_device=info.target_device,
+            flash_attn=info.flash_attn,
+            target_backends=info.target_backends,
+            cpu_path=info.cpu_path or None,
+        ),
+    )
 
 
 def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:
     return BenchRow(
-        tokens=n_tokens, prompt_tokens=spec.prompt_tokens, baseline_ttft_s=baseline.ttft_s,
-        spec_ttft_s=spec.ttft_s, tokenize_s=spec.tokenize_s, draft_s=spec.draft_s, select_s=spec.select_s,
-        target_prefill_s=spec.target_prefill_s, baseline_prefill_s=baseline.target_prefill_s,
-        speedup=baseline.ttft_s / spec.ttft_s if spec.ttft_s > 0 else 0.0, kept_fraction=spec.kept_fraction,
-        positions=spec.positions, bypassed=spec.bypassed, draft_peak_mem_bytes=spec.draft_peak_mem_bytes,
-        overhead_s=spec.ttft_s - spec.draft_s - spec.target_prefill_s, draft_window=spec.draft_window,
-        document_tokens=spec.document_tokens, baseline_fit=baseline.fit,
-        baseline_seen_fraction=baseline.seen_fraction, spec_fit=spec.fit, spec_seen_fraction=spec.seen_fraction)
+        tokens=n_tokens,
+        prompt_tokens=spec.prompt_tokens,
+        baseline_ttft_s=baseline.ttft_s,
+        spec_ttft_s=spec.ttft_s,
+        tokenize_s=spec.tokenize_s,
+        draft_s=spec.draft_s,
+        select_s=spec.select_s,
+        target_prefill_s=spec.target_prefill_s,
+        baseline_prefill_s=baseline.target_prefill_s,
+        speedup=baseline.ttft_s / spec.ttft_s if spec.ttft_s > 0 else 0.0,
+        kept_fraction=spec.kept_fraction,
+        positions=spec.positions,
+        bypassed=spec.bypassed,
+        draft_peak_mem_bytes=spec.draft_peak_mem_bytes,
+        overhead_s=spec.ttft_s - spec.draft_s - spec.target_prefill_s,
+        draft_window=spec.draft_window,
+        document_tokens=spec.document_tokens,
+        baseline_fit=baseline.fit,
+        baseline_seen_fraction=baseline.seen_fraction,
+        spec_fit=spec.fit,
+        spec_seen_fraction=spec.seen_fraction,
+    )
 
 
-def run_bench(engine: Engine, source_text: str, lengths: list[int], settings: RunSettings,
-              cancel: CancelToken = NEVER) -> Iterator[EngineEvent | BenchRow]:
+def run_bench(
+    engine: Engine, source_text: str, lengths: list[int], settings: RunSettings, cancel: CancelToken = NEVER
+) -> Iterator[EngineEvent | BenchRow]:
     """Engine events as they come, then one BenchRow per length."""
     tokens = engine.sample_tokens(source_text, max(lengths), "benchmark")  # tokenized once
     for n_tokens in lengths:
@@ -150,8 +189,14 @@ def plot_ttft(rows: list[BenchRow], out_path, title: str) -> None:
     ax.plot(x, [r.spec_ttft_s for r in rows], "o-", label="SpecPrefill", color="#1f77b4")
     ax.plot(x, [r.draft_s for r in rows], "--", label="  of which draft scoring", color="#ff7f0e")
     for r in rows:
-        ax.annotate(f"{r.speedup:.2f}x", (r.prompt_tokens, r.spec_ttft_s), textcoords="offset points",
-                    xytext=(0, -14), ha="center", fontsize=8)
+        ax.annotate(
+            f"{r.speedup:.2f}x",
+            (r.prompt_tokens, r.spec_ttft_s),
+            textcoords="offset points",
+            xytext=(0, -14),
+            ha="center",
+            fontsize=8,
+        )
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("time to first token (s)")
     ax.set_title(title, fontsize=10)

@@ -47,14 +47,22 @@ def plan(lengths: Sequence[int]) -> list[tuple[str, int]]:
     return [(role, n) for n in lengths for role in ROLES]
 
 
-def calibrate(engine: Engine, text: str, lengths: Sequence[int], lookahead: int = RunSettings.lookahead,
-              kernel: int = RunSettings.kernel, cancel: CancelToken = NEVER,
-              on_step: StepFn | None = None) -> Iterator[Measurement | CostModel]:
+def calibrate(
+    engine: Engine,
+    text: str,
+    lengths: Sequence[int],
+    lookahead: int = RunSettings.lookahead,
+    kernel: int = RunSettings.kernel,
+    cancel: CancelToken = NEVER,
+    on_step: StepFn | None = None,
+) -> Iterator[Measurement | CostModel]:
     """Yields a Measurement per timing, then the fitted CostModel; on_step gets each timing's batches."""
     tokens = engine.sample_tokens(text, max(lengths), "calibration")
     draft_settings = RunSettings(lookahead=lookahead, kernel=kernel, draft_window=0)
-    timers = {"target": lambda part: engine.time_prefill(part, cancel, on_step),
-              "draft": lambda part: engine.time_draft(part, draft_settings, cancel, on_step)}
+    timers = {
+        "target": lambda part: engine.time_prefill(part, cancel, on_step),
+        "draft": lambda part: engine.time_draft(part, draft_settings, cancel, on_step),
+    }
     measured: dict[str, dict[int, float]] = {role: {} for role in ROLES}
     for role, n in plan(lengths):
         cancel.raise_if_cancelled()
@@ -66,12 +74,20 @@ def calibrate(engine: Engine, text: str, lengths: Sequence[int], lookahead: int 
 def fit_cost_model(measured: dict[str, dict[int, float]], info) -> CostModel:
     """A quadratic per role through its timings; `machine` names what was timed, for load_matching."""
     fits = {role: fit_quadratic(list(m), list(m.values())) for role, m in measured.items()}
-    return CostModel(target_prefill=fits["target"], draft=fits["draft"],
-                     measurements={role: {str(n): s for n, s in m.items()} for role, m in measured.items()},
-                     machine={"target": str(info.target_path), "draft": str(info.draft_path),
-                              "device": info.device, "target_device": info.target_device,
-                              "flash_attn": info.flash_attn, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-                              **_windows(info)})
+    return CostModel(
+        target_prefill=fits["target"],
+        draft=fits["draft"],
+        measurements={role: {str(n): s for n, s in m.items()} for role, m in measured.items()},
+        machine={
+            "target": str(info.target_path),
+            "draft": str(info.draft_path),
+            "device": info.device,
+            "target_device": info.target_device,
+            "flash_attn": info.flash_attn,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            **_windows(info),
+        },
+    )
 
 
 def _windows(info) -> dict:
@@ -92,9 +108,17 @@ def _no_progress(done: int, total: int, message: str) -> None:
     pass
 
 
-def measure(engine: Engine, text: str, lengths: Sequence[int] = DEFAULT_LENGTHS, progress: ProgressFn | None = None,
-            cancel: CancelToken = NEVER, *, lookahead: int = RunSettings.lookahead, kernel: int = RunSettings.kernel,
-            on_measurement: Callable[[Measurement], None] | None = None) -> CostModel:
+def measure(
+    engine: Engine,
+    text: str,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken = NEVER,
+    *,
+    lookahead: int = RunSettings.lookahead,
+    kernel: int = RunSettings.kernel,
+    on_measurement: Callable[[Measurement], None] | None = None,
+) -> CostModel:
     """Run `calibrate`, reporting before each timing; the fitted model, stored nowhere.
 
     A timing's share of the bar is its tokens: a rough stand-in for its time (which grows a
@@ -125,10 +149,17 @@ def measure(engine: Engine, text: str, lengths: Sequence[int] = DEFAULT_LENGTHS,
     return model
 
 
-def calibrate_machine(engine: Engine, settings: ModelSettings | None = None, progress: ProgressFn | None = None,
-                      cancel: CancelToken = NEVER, *, text: str | None = None,
-                      lengths: Sequence[int] = DEFAULT_LENGTHS, path: Path | None = None,
-                      on_measurement: Callable[[Measurement], None] | None = None) -> CostModel:
+def calibrate_machine(
+    engine: Engine,
+    settings: ModelSettings | None = None,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken = NEVER,
+    *,
+    text: str | None = None,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    path: Path | None = None,
+    on_measurement: Callable[[Measurement], None] | None = None,
+) -> CostModel:
     """Time this machine, store the cost model (at `path`, else the cache's calibration file) and
     give it to the engine, so its predictions and auto-bypass use it at once.
 

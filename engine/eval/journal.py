@@ -33,7 +33,9 @@ log = logging.getLogger(__name__)
 
 FORMAT = "specprefill-ab-journal/1"
 SUFFIX = ".journal.jsonl"
-JOURNAL_FOLDER = "ab-journals"  # in the cache: the journals of runs without a report, and every journal's lock
+JOURNAL_FOLDER = (
+    "ab-journals"  # in the cache: the journals of runs without a report, and every journal's lock
+)
 # Settings added since journals were first written whose default acts otherwise than the code before
 # them did: a journal without one ran as with this value, not the default.
 AS_BEFORE_THEY_EXISTED = {"named_files": "off", "score_question": False, "question_words": 0.0}
@@ -49,8 +51,13 @@ class JournalHeader:
     reuse_cache: bool = False  # `ab --reuse-cache`; journals written before it ran without
 
     def to_json(self) -> dict:
-        return {"journal": FORMAT, "suite": self.suite, "keeps": list(self.keeps), "settings": dict(self.settings),
-                "reuse_cache": self.reuse_cache}
+        return {
+            "journal": FORMAT,
+            "suite": self.suite,
+            "keeps": list(self.keeps),
+            "settings": dict(self.settings),
+            "reuse_cache": self.reuse_cache,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> JournalHeader:
@@ -60,7 +67,9 @@ class JournalHeader:
         return cls(data["suite"], tuple(data["keeps"]), settings, data.get("reuse_cache", False))
 
     @classmethod
-    def of(cls, suite: Path, keeps: Sequence[str], settings: dict, reuse_cache: bool = False) -> JournalHeader:
+    def of(
+        cls, suite: Path, keeps: Sequence[str], settings: dict, reuse_cache: bool = False
+    ) -> JournalHeader:
         return cls(str(suite.resolve()), tuple(keeps), _jsonable(settings), reuse_cache)
 
     def differences(self, now: JournalHeader) -> list[str]:
@@ -71,8 +80,10 @@ class JournalHeader:
         if not set(self.keeps) <= set(now.keeps):
             pairs.append(("keeps", ",".join(self.keeps), ",".join(now.keeps)))
         pairs.append(("reuse_cache", self.reuse_cache, now.reuse_cache))
-        pairs += [(name, self.settings.get(name), now.settings.get(name))
-                  for name in sorted(self.settings.keys() | now.settings.keys())]
+        pairs += [
+            (name, self.settings.get(name), now.settings.get(name))
+            for name in sorted(self.settings.keys() | now.settings.keys())
+        ]
         return [f"{name} {made!r} (now {asked!r})" for name, made, asked in pairs if made != asked]
 
 
@@ -99,8 +110,10 @@ def claim_journal(path: Path) -> Iterator[None]:
         try:
             held.enter_context(artefact_lock(_journal_lock(path), wait=False))
         except LockHeld:
-            raise AbError(f"another ab run is writing the journal {path}: wait for it to finish, or give this "
-                          "run a journal of its own (--report or --csv elsewhere)") from None
+            raise AbError(
+                f"another ab run is writing the journal {path}: wait for it to finish, or give this "
+                "run a journal of its own (--report or --csv elsewhere)"
+            ) from None
         except CacheError as error:
             log.warning("the journal %s is not locked against another ab run: %s", path, error)
         yield
@@ -125,9 +138,11 @@ def read_journal(path: Path, header: JournalHeader) -> dict[str, CaseRecord]:
     made, finished = load_journal(path)
     differences = made.differences(header)
     if differences:
-        raise AbError(f"cannot resume from {path}: it was made with {'; '.join(differences)}; "
-                      "run the same suite with the same keeps (or more) and settings (and --reuse-cache or not), "
-                      "or start over without resuming")
+        raise AbError(
+            f"cannot resume from {path}: it was made with {'; '.join(differences)}; "
+            "run the same suite with the same keeps (or more) and settings (and --reuse-cache or not), "
+            "or start over without resuming"
+        )
     return finished
 
 

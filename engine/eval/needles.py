@@ -45,16 +45,31 @@ class Needle:
 
 # One per depth: names and numbers that occur in no sample document.
 NEEDLES: tuple[Needle, ...] = (
-    Needle("The archive vault of the Halvorsen Institute opens with the access code 7391.",
-           "What is the access code of the Halvorsen Institute's archive vault?", "7391"),
-    Needle("Captain Ilse Marrow logged exactly 4826 nautical miles on her last voyage.",
-           "How many nautical miles did Captain Ilse Marrow log on her last voyage?", "4826"),
-    Needle("The Quillon Bridge in Tarsvik is painted in a colour called saffron teal.",
-           "What colour is the Quillon Bridge in Tarsvik painted?", "saffron teal"),
-    Needle("The Brenwick observatory's main telescope has a mirror 317 centimetres wide.",
-           "How wide is the mirror of the Brenwick observatory's main telescope?", "317"),
-    Needle("Professor Odalys Venn keeps her spare keys in a tin labelled Juniper-58.",
-           "What label is on the tin where Professor Odalys Venn keeps her spare keys?", "Juniper-58"),
+    Needle(
+        "The archive vault of the Halvorsen Institute opens with the access code 7391.",
+        "What is the access code of the Halvorsen Institute's archive vault?",
+        "7391",
+    ),
+    Needle(
+        "Captain Ilse Marrow logged exactly 4826 nautical miles on her last voyage.",
+        "How many nautical miles did Captain Ilse Marrow log on her last voyage?",
+        "4826",
+    ),
+    Needle(
+        "The Quillon Bridge in Tarsvik is painted in a colour called saffron teal.",
+        "What colour is the Quillon Bridge in Tarsvik painted?",
+        "saffron teal",
+    ),
+    Needle(
+        "The Brenwick observatory's main telescope has a mirror 317 centimetres wide.",
+        "How wide is the mirror of the Brenwick observatory's main telescope?",
+        "317",
+    ),
+    Needle(
+        "Professor Odalys Venn keeps her spare keys in a tin labelled Juniper-58.",
+        "What label is on the tin where Professor Odalys Venn keeps her spare keys?",
+        "Juniper-58",
+    ),
 )
 
 DEPTHS = (10, 30, 50, 70, 90)  # percent: NEEDLES[i] goes at DEPTHS[i], so a depth always gets the same fact
@@ -88,8 +103,10 @@ def require_distinct(placed: list[tuple[float, Needle]]) -> None:
     """Facts placed together must differ: two depths nearest the same one of DEPTHS share a fact."""
     facts = [needle.fact for _, needle in placed]
     if len(set(facts)) < len(facts):
-        raise ValueError("two depths would get the same fact: choose depths nearest different ones of "
-                         + ",".join(map(str, DEPTHS)))
+        raise ValueError(
+            "two depths would get the same fact: choose depths nearest different ones of "
+            + ",".join(map(str, DEPTHS))
+        )
 
 
 def insert_needles(text: str, placed: list[tuple[float, Needle]]) -> str:
@@ -108,14 +125,17 @@ def _line_break_after(text: str, depth: float) -> int:
     return len(text) if at < 0 else at
 
 
-def needle_token_span(engine: Engine, prompt, needle: Needle,
-                      offsets: Sequence[int] | None = None) -> tuple[int, int]:
+def needle_token_span(
+    engine: Engine, prompt, needle: Needle, offsets: Sequence[int] | None = None
+) -> tuple[int, int]:
     """The prompt tokens that spell the fact (located through the text's character offsets: the
     tokens' `offsets` when the caller has them, else computed)."""
     start_char = prompt.parts.text.index(needle.fact)
     if offsets is None:
         offsets = token_char_offsets(engine.runtime.model, prompt)
-    (span,) = char_token_spans([(start_char, start_char + len(needle.fact))], offsets, 0, (0, prompt.n_tokens))
+    (span,) = char_token_spans(
+        [(start_char, start_char + len(needle.fact))], offsets, 0, (0, prompt.n_tokens)
+    )
     return span
 
 
@@ -129,20 +149,36 @@ class DraftNeedle:
     draft_s: float
 
 
-def draft_keeps_needle(engine: Engine, text: str, needle: Needle, depth: float, read: str,
-                       settings: RunSettings, cancel: CancelToken = NEVER) -> DraftNeedle:
+def draft_keeps_needle(
+    engine: Engine,
+    text: str,
+    needle: Needle,
+    depth: float,
+    read: str,
+    settings: RunSettings,
+    cancel: CancelToken = NEVER,
+) -> DraftNeedle:
     """Score the prompt with the draft (in segments, or one pass past its window) and select as a
     SpecPrefill run would (keep, at most what fits the window); how much of the fact is kept."""
     prompt = engine.prepare(text, needle.question, settings)
     tokens = prompt.tokens.tolist()
     pass_tokens = engine.draft_pass_tokens(settings) if read == "segments" else 1 << 30
     t0 = time.perf_counter()
-    score = run_to_end(iter_score_segments(engine.scorer, tokens, prompt.doc_token_span, pass_tokens,
-                                           ScoringParams.from_settings(settings, prompt.question_rows), cancel))
+    score = run_to_end(
+        iter_score_segments(
+            engine.scorer,
+            tokens,
+            prompt.doc_token_span,
+            pass_tokens,
+            ScoringParams.from_settings(settings, prompt.question_rows),
+            cancel,
+        )
+    )
     draft_s = time.perf_counter() - t0
     offsets = token_char_offsets(engine.runtime.model, prompt)  # the chunks' words and the fact's tokens
-    kept_idx = plan_request_selection(score.importance, prompt, settings, engine.selection_budget(prompt, settings),
-                                      [], offsets).kept_idx
+    kept_idx = plan_request_selection(
+        score.importance, prompt, settings, engine.selection_budget(prompt, settings), [], offsets
+    ).kept_idx
     a, b = needle_token_span(engine, prompt, needle, offsets)
     kept = np.isin(np.arange(a, b), kept_idx).mean()
     return DraftNeedle(depth, read, prompt.n_tokens, float(kept), len(kept_idx) / prompt.n_tokens, draft_s)
@@ -167,8 +203,16 @@ class NeedleAnswer:
     served_by: str = ""  # in a session (together): how the run was served, e.g. spec_cached_draft
 
 
-def ask_needle(engine: Engine, text: str, needle: Needle, depth: float, mode: str, settings: RunSettings,
-               cancel: CancelToken = NEVER, session: DocumentSession | None = None) -> list[NeedleAnswer]:
+def ask_needle(
+    engine: Engine,
+    text: str,
+    needle: Needle,
+    depth: float,
+    mode: str,
+    settings: RunSettings,
+    cancel: CancelToken = NEVER,
+    session: DocumentSession | None = None,
+) -> list[NeedleAnswer]:
     """One question about the needle, in `mode` (spec, baseline or both: the truncated full prefill);
     in `session` (whose text is `text`), as a follow-up question."""
     prompt = engine.prepare(text, needle.question, settings)
@@ -179,16 +223,41 @@ def ask_needle(engine: Engine, text: str, needle: Needle, depth: float, mode: st
             selection = event.selection
         if isinstance(event, RunFinished):
             r = event.result
-            kept = _spec_kept(selection, span, prompt.n_tokens) if r.run == "spec" and not r.bypassed else \
-                _full_kept(r, span, prompt.doc_token_span[0])
-            answers.append(NeedleAnswer(depth, r.run, is_correct(r.answer, [needle.answer]), r.answer, r.ttft_s,
-                                        r.draft_s, r.target_prefill_s, r.prefill_tokens, r.document_tokens, r.fit,
-                                        r.seen_fraction, r.positions, r.draft_peak_mem_bytes, kept, r.served_by))
+            kept = (
+                _spec_kept(selection, span, prompt.n_tokens)
+                if r.run == "spec" and not r.bypassed
+                else _full_kept(r, span, prompt.doc_token_span[0])
+            )
+            answers.append(
+                NeedleAnswer(
+                    depth,
+                    r.run,
+                    is_correct(r.answer, [needle.answer]),
+                    r.answer,
+                    r.ttft_s,
+                    r.draft_s,
+                    r.target_prefill_s,
+                    r.prefill_tokens,
+                    r.document_tokens,
+                    r.fit,
+                    r.seen_fraction,
+                    r.positions,
+                    r.draft_peak_mem_bytes,
+                    kept,
+                    r.served_by,
+                )
+            )
     return answers
 
 
-def ask_needles_together(engine: Engine, text: str, placed: list[tuple[float, Needle]], mode: str,
-                         settings: RunSettings, cancel: CancelToken = NEVER) -> Iterator[NeedleAnswer]:
+def ask_needles_together(
+    engine: Engine,
+    text: str,
+    placed: list[tuple[float, Needle]],
+    mode: str,
+    settings: RunSettings,
+    cancel: CancelToken = NEVER,
+) -> Iterator[NeedleAnswer]:
     """Every fact in one haystack (`text` without them), each asked in turn in one session."""
     doc = insert_needles(text, placed)
     session = DocumentSession(doc)
@@ -196,8 +265,15 @@ def ask_needles_together(engine: Engine, text: str, placed: list[tuple[float, Ne
         yield from ask_needle(engine, doc, needle, depth, mode, settings, cancel, session)
 
 
-def _question_events(engine: Engine, text: str, question: str, mode: str, settings: RunSettings,
-                     cancel: CancelToken, session: DocumentSession | None):
+def _question_events(
+    engine: Engine,
+    text: str,
+    question: str,
+    mode: str,
+    settings: RunSettings,
+    cancel: CancelToken,
+    session: DocumentSession | None,
+):
     if session is None:
         return engine.stream(text, question, mode, settings, cancel)
     if mode == "both":

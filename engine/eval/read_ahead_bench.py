@@ -44,8 +44,9 @@ class ReadAheadBenchRow:
         return {**asdict(self), "of_cold_full": self.of_full, "of_cold_spec": self.of_spec}
 
 
-def run_read_ahead_bench(engine: Engine, source_text: str, lengths: list[int], settings: RunSettings,
-                         cancel: CancelToken = NEVER) -> Iterator[EngineEvent | ReadAheadEnded | ReadAheadBenchRow]:
+def run_read_ahead_bench(
+    engine: Engine, source_text: str, lengths: list[int], settings: RunSettings, cancel: CancelToken = NEVER
+) -> Iterator[EngineEvent | ReadAheadEnded | ReadAheadBenchRow]:
     """Engine events as they come, each read-ahead's end, then one row per length."""
     tokens = engine.sample_tokens(source_text, max(lengths), "benchmark")
     session_settings = replace(settings, read_ahead=True, background_prefill=False)
@@ -69,7 +70,13 @@ def run_read_ahead_bench(engine: Engine, source_text: str, lengths: list[int], s
             yield event
         engine.forget(session)  # the next length starts cold
         yield ReadAheadBenchRow(
-            tokens=n_tokens, prompt_tokens=after.prompt_tokens, cold_full_ttft_s=cold["baseline"].ttft_s,
-            cold_spec_ttft_s=cold["spec"].ttft_s, read_ahead_s=after.read_ahead_s,
-            read_ahead_status=ended.status if ended else "", read_ahead_spec_ttft_s=after.ttft_s,
-            read_ahead_served_by=after.served_by, read_ahead_draft_s=after.draft_s)
+            tokens=n_tokens,
+            prompt_tokens=after.prompt_tokens,
+            cold_full_ttft_s=cold["baseline"].ttft_s,
+            cold_spec_ttft_s=cold["spec"].ttft_s,
+            read_ahead_s=after.read_ahead_s,
+            read_ahead_status=ended.status if ended else "",
+            read_ahead_spec_ttft_s=after.ttft_s,
+            read_ahead_served_by=after.served_by,
+            read_ahead_draft_s=after.draft_s,
+        )

@@ -66,9 +66,29 @@ def write_csv(report: AbReport, path) -> None:
     write_text_atomic(path, render_csv(report))
 
 
-CSV_COLUMNS = ("case_id", "kind", "run", "keep", "answer", "correct", "agreement", "ttft_s", "tokenize_s",
-               "draft_s", "select_s", "target_prefill_s", "prompt_tokens", "prefill_tokens", "kept_fraction",
-               "positions", "bypassed", "bypass_reason", "generated_tokens", "stop_reason", "error")
+CSV_COLUMNS = (
+    "case_id",
+    "kind",
+    "run",
+    "keep",
+    "answer",
+    "correct",
+    "agreement",
+    "ttft_s",
+    "tokenize_s",
+    "draft_s",
+    "select_s",
+    "target_prefill_s",
+    "prompt_tokens",
+    "prefill_tokens",
+    "kept_fraction",
+    "positions",
+    "bypassed",
+    "bypass_reason",
+    "generated_tokens",
+    "stop_reason",
+    "error",
+)
 # Only for suites run with --reuse-cache, so a cold suite's CSV keeps the columns it always had.
 SESSION_CSV_COLUMNS = ("served_by", "ttft_kind")  # ttft_kind: "cold" or "cached"
 # Only for suites where some document was longer than the window: how each run fit it, and its label.
@@ -105,9 +125,18 @@ def csv_columns(report: AbReport) -> tuple[str, ...]:
 
 
 def _csv_rows(case: CaseRecord) -> list[dict]:
-    rows = [{**run.to_json(), "case_id": case.id, "kind": case.kind, "ttft_kind": CACHED if run.cached else "cold",
-             "fit_note": run.fit_note, "run": "baseline" if keep is None else "spec", "keep": keep or ""}
-            for keep, run in case.runs()]
+    rows = [
+        {
+            **run.to_json(),
+            "case_id": case.id,
+            "kind": case.kind,
+            "ttft_kind": CACHED if run.cached else "cold",
+            "fit_note": run.fit_note,
+            "run": "baseline" if keep is None else "spec",
+            "keep": keep or "",
+        }
+        for keep, run in case.runs()
+    ]
     if case.failed:
         rows.append({"case_id": case.id, "kind": case.kind, "error": case.error})
     return rows
@@ -136,20 +165,32 @@ def quote_formulas(text: str) -> str:
 def render_html(report: AbReport) -> str:
     summary, env = report.summary, report.environment
     cases = format_count(summary.overall.n_cases, "case")
-    body = "\n".join([
-        "<h1>SpecPrefill A/B report</h1>",
-        (f'<p class="muted">{_text(cases)} · keep {_text(", ".join(summary.keeps))}'
-         f'{_errors_text(summary.overall)} · {_text(env.date)}</p>'),
-        "<h2>Plots</h2>", _plots(summary),
-        "<h2>Summary</h2>", _summary_table(summary.overall, env.reuse_cache), _cached_explained(env.reuse_cache),
-        _fit_explained(report.fit_tallies()),
-        "<h2>By kind</h2>", _by_kind(summary.by_kind, env.reuse_cache),
-        "<h2>Cases</h2>", *(_case_section(case) for case in report.cases),
-        "<h2>Environment</h2>", _environment_table(env.to_json()),
-    ])
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>SpecPrefill A/B report</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+    body = "\n".join(
+        [
+            "<h1>SpecPrefill A/B report</h1>",
+            (
+                f'<p class="muted">{_text(cases)} · keep {_text(", ".join(summary.keeps))}'
+                f"{_errors_text(summary.overall)} · {_text(env.date)}</p>"
+            ),
+            "<h2>Plots</h2>",
+            _plots(summary),
+            "<h2>Summary</h2>",
+            _summary_table(summary.overall, env.reuse_cache),
+            _cached_explained(env.reuse_cache),
+            _fit_explained(report.fit_tallies()),
+            "<h2>By kind</h2>",
+            _by_kind(summary.by_kind, env.reuse_cache),
+            "<h2>Cases</h2>",
+            *(_case_section(case) for case in report.cases),
+            "<h2>Environment</h2>",
+            _environment_table(env.to_json()),
+        ]
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>SpecPrefill A/B report</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
+    )
 
 
 def _text(value) -> str:
@@ -166,7 +207,7 @@ def _fit_explained(tallies: dict[str, str]) -> str:
     if not tallies:
         return ""
     items = "".join(f"<li><b>{_text(label)}</b>: {_text(tally)}</li>" for label, tally in tallies.items())
-    return (f'<p class="muted">{_text(FIT_EXPLAINED)}</p><ul class="muted">{items}</ul>')
+    return f'<p class="muted">{_text(FIT_EXPLAINED)}</p><ul class="muted">{items}</ul>'
 
 
 def _errors_text(group: GroupSummary) -> str:
@@ -176,19 +217,37 @@ def _errors_text(group: GroupSummary) -> str:
 
 
 def _plots(summary: Summary) -> str:
-    figures = [("Answer quality vs keep", quality_plot_png(summary)), ("TTFT vs keep", ttft_plot_png(summary))]
-    items = "".join(f'<figure><img alt="{_text(title)}" src="data:image/png;base64,{_text(png)}"></figure>'
-                    for title, png in figures)
+    figures = [
+        ("Answer quality vs keep", quality_plot_png(summary)),
+        ("TTFT vs keep", ttft_plot_png(summary)),
+    ]
+    items = "".join(
+        f'<figure><img alt="{_text(title)}" src="data:image/png;base64,{_text(png)}"></figure>'
+        for title, png in figures
+    )
     return f'<div class="plots">{items}</div>'
 
 
-SUMMARY_HEAD = ("run", "accuracy", "agreement", "mean TTFT", "speed-up", "kept", "draft", "target prefill",
-                "bypassed")
+SUMMARY_HEAD = (
+    "run",
+    "accuracy",
+    "agreement",
+    "mean TTFT",
+    "speed-up",
+    "kept",
+    "draft",
+    "target prefill",
+    "bypassed",
+)
 CACHED_SUMMARY_HEAD = ("cached runs", "cached mean TTFT")  # suites run with --reuse-cache
-FIT_EXPLAINED = ("Some documents were longer than the target's context window: the baseline (full prefill) saw "
-                 "them cut to fit (truncated), SpecPrefill fit them by its selection.")
-CACHED_EXPLAINED = ("Document caches were reused (--reuse-cache): mean TTFT, draft, target prefill and speed-up "
-                    "are over cold runs only; runs served from a cache are counted and averaged apart (cached).")
+FIT_EXPLAINED = (
+    "Some documents were longer than the target's context window: the baseline (full prefill) saw "
+    "them cut to fit (truncated), SpecPrefill fit them by its selection."
+)
+CACHED_EXPLAINED = (
+    "Document caches were reused (--reuse-cache): mean TTFT, draft, target prefill and speed-up "
+    "are over cold runs only; runs served from a cache are counted and averaged apart (cached)."
+)
 
 
 def _summary_table(group: GroupSummary, with_cached: bool) -> str:
@@ -199,9 +258,16 @@ def _summary_table(group: GroupSummary, with_cached: bool) -> str:
 
 
 def _summary_row(label: str, s: RunSummary, with_cached: bool) -> str:
-    cells = [accuracy_text(s), format_percent(s.agreement), format_seconds(s.mean_ttft_s),
-             format_ratio(s.speedup), format_percent(s.mean_kept_fraction), format_seconds(s.mean_draft_s),
-             format_seconds(s.mean_target_prefill_s), _count(s.n_bypassed)]
+    cells = [
+        accuracy_text(s),
+        format_percent(s.agreement),
+        format_seconds(s.mean_ttft_s),
+        format_ratio(s.speedup),
+        format_percent(s.mean_kept_fraction),
+        format_seconds(s.mean_draft_s),
+        format_seconds(s.mean_target_prefill_s),
+        _count(s.n_bypassed),
+    ]
     if with_cached:
         cells += [_count(s.n_cached), format_seconds(s.cached_mean_ttft_s)]
     return f"<tr><th>{_text(label)}</th>{''.join(_num_cell(c) for c in cells)}</tr>"
@@ -212,20 +278,27 @@ def _count(n: int | None) -> str:
 
 
 def _by_kind(by_kind: dict[str, GroupSummary], with_cached: bool) -> str:
-    sections = [f'<h3>{_text(kind)} <span class="muted">({_text(format_count(group.n_cases, "case"))}'
-                f'{_errors_text(group)})</span></h3>' + _summary_table(group, with_cached)
-                for kind, group in sorted(by_kind.items())]
+    sections = [
+        f'<h3>{_text(kind)} <span class="muted">({_text(format_count(group.n_cases, "case"))}'
+        f"{_errors_text(group)})</span></h3>" + _summary_table(group, with_cached)
+        for kind, group in sorted(by_kind.items())
+    ]
     return "\n".join(sections)
 
 
 def _case_section(case: CaseRecord) -> str:
-    expected = (", ".join(f"<code>{_text(a)}</code>" for a in case.answers) if case.answers
-                else '<span class="muted">none (scored by agreement)</span>')
+    expected = (
+        ", ".join(f"<code>{_text(a)}</code>" for a in case.answers)
+        if case.answers
+        else '<span class="muted">none (scored by agreement)</span>'
+    )
     tokens = "" if case.prompt_tokens is None else f" · {_text(case.prompt_tokens)} prompt tokens"
     error = f'<p class="bad">Failed: {_text(case.error)}</p>' if case.failed else ""
-    return (f'<section class="case"><h3>{_text(case.id)} <span class="tag">{_text(case.kind)}</span></h3>'
-            f'<p><b>Q:</b> {_text(case.question)}<br><b>Expected:</b> {expected}<br>'
-            f'<span class="muted">{_text(case.doc)}{tokens}</span></p>{error}{_runs_table(case)}</section>')
+    return (
+        f'<section class="case"><h3>{_text(case.id)} <span class="tag">{_text(case.kind)}</span></h3>'
+        f"<p><b>Q:</b> {_text(case.question)}<br><b>Expected:</b> {expected}<br>"
+        f'<span class="muted">{_text(case.doc)}{tokens}</span></p>{error}{_runs_table(case)}</section>'
+    )
 
 
 def _runs_table(case: CaseRecord) -> str:
@@ -236,8 +309,10 @@ def _runs_table(case: CaseRecord) -> str:
     rows = [
         _case_row("answer", [f'<div class="answer">{_text(run.result.answer)}</div>' for _, run in runs]),
         _case_row("correct", [_mark(run.correct) for _, run in runs]),
-        _case_row("agreement", [_text(MISSING if keep is None else format_percent(run.agreement))
-                                for keep, run in runs]),
+        _case_row(
+            "agreement",
+            [_text(MISSING if keep is None else format_percent(run.agreement)) for keep, run in runs],
+        ),
         _case_row("TTFT", [_ttft_text(run) for _, run in runs]),
         _case_row("kept", [_kept_text(run) for _, run in runs]),
     ]
@@ -273,8 +348,9 @@ def _mark(correct: bool | None) -> str:
 
 
 def _environment_table(env: dict) -> str:
-    rows = "".join(f"<tr><th>{_text(key)}</th><td>{_text(_env_text(value))}</td></tr>"
-                   for key, value in flatten(env))
+    rows = "".join(
+        f"<tr><th>{_text(key)}</th><td>{_text(_env_text(value))}</td></tr>" for key, value in flatten(env)
+    )
     return f"<table>{rows}</table>"
 
 
@@ -304,7 +380,9 @@ def quality_plot_png(summary: Summary) -> str:
     if overall.baseline.accuracy is not None:
         ax.axhline(overall.baseline.accuracy, color=BASELINE_COLOR, linestyle="--", label="baseline accuracy")
     _plot_series(ax, spec, keeps, attrgetter("accuracy"), SPEC_COLOR, "-", "SpecPrefill accuracy")
-    _plot_series(ax, spec, keeps, attrgetter("agreement"), AGREEMENT_COLOR, ":", "agreement with baseline (ROUGE-L)")
+    _plot_series(
+        ax, spec, keeps, attrgetter("agreement"), AGREEMENT_COLOR, ":", "agreement with baseline (ROUGE-L)"
+    )
     ax.set_ylim(0, 1.05)
     return _finish(fig, ax, keeps)
 
@@ -319,7 +397,9 @@ def ttft_plot_png(summary: Summary) -> str:
     _plot_series(ax, spec, keeps, attrgetter("mean_ttft_s"), SPEC_COLOR, "-", "SpecPrefill")
     _plot_series(ax, spec, keeps, attrgetter("mean_draft_s"), SPEC_COLOR, ":", "draft scoring (part of TTFT)")
     # --reuse-cache: a case's later keeps reuse its draft pass, so they have cached TTFTs only.
-    _plot_series(ax, spec, keeps, attrgetter("cached_mean_ttft_s"), SPEC_COLOR, "--", "SpecPrefill, draft cached")
+    _plot_series(
+        ax, spec, keeps, attrgetter("cached_mean_ttft_s"), SPEC_COLOR, "--", "SpecPrefill, draft cached"
+    )
     ax.set_ylim(bottom=0)
     return _finish(fig, ax, keeps)
 
@@ -338,8 +418,9 @@ def _new_axes(title: str, ylabel: str):
     return fig, ax
 
 
-def _plot_series(ax, spec: dict[str, RunSummary], keeps: list[str], value_of, color: str, style: str,
-                 label: str) -> None:
+def _plot_series(
+    ax, spec: dict[str, RunSummary], keeps: list[str], value_of, color: str, style: str, label: str
+) -> None:
     """The fixed keeps as a line; keep auto as a star at the share it kept on average."""
     points = [(float(k), value_of(spec[k])) for k in _fixed_keeps(keeps)]
     points = [(x, y) for x, y in points if y is not None]
@@ -349,9 +430,18 @@ def _plot_series(ax, spec: dict[str, RunSummary], keeps: list[str], value_of, co
     if AUTO_KEEP in keeps:
         x, y = spec[AUTO_KEEP].mean_kept_fraction, value_of(spec[AUTO_KEEP])
         if x is not None and y is not None:
-            ax.plot([x], [y], marker="*", markersize=12, color=color, linestyle="none",
-                    label=None if points else label)
-            ax.annotate(AUTO_KEEP, (x, y), textcoords="offset points", xytext=(6, 4), fontsize="small", color=color)
+            ax.plot(
+                [x],
+                [y],
+                marker="*",
+                markersize=12,
+                color=color,
+                linestyle="none",
+                label=None if points else label,
+            )
+            ax.annotate(
+                AUTO_KEEP, (x, y), textcoords="offset points", xytext=(6, 4), fontsize="small", color=color
+            )
 
 
 def _fixed_keeps(keeps: list[str]) -> list[str]:

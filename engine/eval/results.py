@@ -45,7 +45,7 @@ def is_cached(result: RunResult) -> bool:
 
 
 def cached_note(result: RunResult) -> str:
-    """"cached: full prefill from the cache" for a cached run, "" for a cold one: a TTFT's label."""
+    """ "cached: full prefill from the cache" for a cached run, "" for a cold one: a TTFT's label."""
     if not is_cached(result):
         return ""
     return f"{CACHED}: {SERVED_BY_LABELS.get(result.served_by, result.served_by)}"
@@ -58,13 +58,13 @@ FIT_FIELDS = ("document_tokens", "fit", "seen_fraction")  # RunResult's fields s
 
 
 def seen_text(seen_fraction: float, document_tokens: int = 0) -> str:
-    """"saw 52% of the document", or with its size "saw 52% of 212,400 document tokens"."""
+    """ "saw 52% of the document", or with its size "saw 52% of 212,400 document tokens"."""
     whole = f"{format_count(document_tokens)} document tokens" if document_tokens else "the document"
     return f"saw {format_percent_short(seen_fraction)} of {whole}"
 
 
 def fit_label(fit: str, seen_fraction: float, document_tokens: int = 0) -> str:
-    """"truncated: saw 52% of the document", "fit by selection: saw 18% of the document"; "" when it fit."""
+    """ "truncated: saw 52% of the document", "fit by selection: saw 18% of the document"; "" when it fit."""
     if fit not in FIT_LABELS:
         return ""
     return f"{FIT_LABELS[fit]}: {seen_text(seen_fraction, document_tokens)}"
@@ -96,7 +96,7 @@ def selection_note(result: RunResult) -> str:
 
 
 def accuracy_text(s: RunSummary) -> str:
-    """"90.0% (9/10) [60–98%]": the accuracy, what it counts, its 95% interval; and, where summaries
+    """ "90.0% (9/10) [60–98%]": the accuracy, what it counts, its 95% interval; and, where summaries
     list key points, " · key points 72%"."""
     text = format_accuracy(s.accuracy, s.n_scored)
     if s.accuracy is not None and s.accuracy_low is not None and s.accuracy_high is not None:
@@ -108,13 +108,15 @@ def accuracy_text(s: RunSummary) -> str:
 
 
 def fit_tally(results: Sequence[RunResult]) -> str:
-    """"2 of 3 runs truncated, seeing 52% of the document on average"; "" when every run's document fit."""
+    """ "2 of 3 runs truncated, seeing 52% of the document on average"; "" when every run's document fit."""
     parts = []
     for fit, label in FIT_LABELS.items():
         seen = [r.seen_fraction for r in results if r.fit == fit]
         if seen:
-            parts.append(f"{len(seen)} of {format_count(len(results), 'run')} {label}, seeing "
-                         f"{format_percent_short(sum(seen) / len(seen))} of the document on average")
+            parts.append(
+                f"{len(seen)} of {format_count(len(results), 'run')} {label}, seeing "
+                f"{format_percent_short(sum(seen) / len(seen))} of the document on average"
+            )
     return "; ".join(parts)
 
 
@@ -137,7 +139,9 @@ def require_numbers_and_flags(cls: type, data: dict, where: str) -> None:
     rendered again, and its numbers go through formatting: text there would reach the page or the CSV."""
     for name, (kinds, optional) in _number_and_flag_fields(cls).items():
         if name in data and not _holds(data[name], kinds, optional):
-            raise ReportFieldError(f"{where}: {name} must be {_kind_name(kinds, optional)}, not {data[name]!r:.60}")
+            raise ReportFieldError(
+                f"{where}: {name} must be {_kind_name(kinds, optional)}, not {data[name]!r:.60}"
+            )
 
 
 @cache
@@ -174,7 +178,9 @@ class RunRecord:
     result: RunResult
     correct: bool | None  # None: the case has no expected answers
     agreement: float | None = None  # ROUGE-L F1 against the baseline's answer; SpecPrefill runs only
-    key_points_hit: float | None = None  # share of the case's key points the answer mentions; None: none listed
+    key_points_hit: float | None = (
+        None  # share of the case's key points the answer mentions; None: none listed
+    )
 
     @property
     def is_spec(self) -> bool:
@@ -193,7 +199,10 @@ class RunRecord:
         return fit_note(self.result)
 
     def to_json(self) -> dict:
-        data = {**without_unknown_fit(self.result.to_json(), self.result.document_tokens), "correct": self.correct}
+        data = {
+            **without_unknown_fit(self.result.to_json(), self.result.document_tokens),
+            "correct": self.correct,
+        }
         if self.is_spec:
             data["agreement"] = self.agreement
         if self.key_points_hit is not None:
@@ -236,8 +245,11 @@ class CaseRecord:
 
     def to_json(self) -> dict:
         data = {
-            "id": self.id, "kind": self.kind, "question": self.question,
-            "answers": None if self.answers is None else list(self.answers), "doc": self.doc,
+            "id": self.id,
+            "kind": self.kind,
+            "question": self.question,
+            "answers": None if self.answers is None else list(self.answers),
+            "doc": self.doc,
             "prompt_tokens": self.prompt_tokens,
             "baseline": None if self.baseline is None else self.baseline.to_json(),
             "spec": {keep: run.to_json() for keep, run in self.spec.items()},
@@ -253,14 +265,24 @@ class CaseRecord:
         answers, baseline, where = data["answers"], data["baseline"], f"case {data['id']!r}"
         require_numbers_and_flags(cls, data, where)
         return cls(
-            id=data["id"], kind=data["kind"], question=data["question"],
-            answers=None if answers is None else tuple(answers), doc=data["doc"],
+            id=data["id"],
+            kind=data["kind"],
+            question=data["question"],
+            answers=None if answers is None else tuple(answers),
+            doc=data["doc"],
             prompt_tokens=data["prompt_tokens"],
-            baseline=None if baseline is None else RunRecord.from_json(baseline, "baseline", f"{where}, baseline"),
-            spec={keep: RunRecord.from_json(run, "spec", f"{where}, {run_label(keep)}")
-                  for keep, run in data["spec"].items()},
+            baseline=None
+            if baseline is None
+            else RunRecord.from_json(baseline, "baseline", f"{where}, baseline"),
+            spec={
+                keep: RunRecord.from_json(run, "spec", f"{where}, {run_label(keep)}")
+                for keep, run in data["spec"].items()
+            },
             error=data.get("error"),
-            key_points=None if data.get("key_points") is None else tuple(tuple(p) for p in data["key_points"]))
+            key_points=None
+            if data.get("key_points") is None
+            else tuple(tuple(p) for p in data["key_points"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -293,7 +315,12 @@ class RunSummary:
     n_key_point_cases: int | None = None
 
     SPEC_ONLY = ("agreement", "mean_draft_s", "mean_select_s", "mean_kept_fraction", "speedup", "n_bypassed")
-    SESSION_ONLY = ("n_cached", "cached_mean_ttft_s", "cached_mean_tokenize_s", "cached_mean_target_prefill_s")
+    SESSION_ONLY = (
+        "n_cached",
+        "cached_mean_ttft_s",
+        "cached_mean_tokenize_s",
+        "cached_mean_target_prefill_s",
+    )
     OPTIONAL = ("accuracy_low", "accuracy_high", "key_point_coverage", "n_key_point_cases")
 
     def to_json(self) -> dict:
@@ -326,8 +353,11 @@ class GroupSummary:
         yield from self.spec.items()
 
     def to_json(self) -> dict:
-        data = {"n_cases": self.n_cases, "baseline": self.baseline.to_json(),
-                "spec": {keep: s.to_json() for keep, s in self.spec.items()}}
+        data = {
+            "n_cases": self.n_cases,
+            "baseline": self.baseline.to_json(),
+            "spec": {keep: s.to_json() for keep, s in self.spec.items()},
+        }
         if self.n_errors:
             data["n_errors"] = self.n_errors
         return data
@@ -335,11 +365,15 @@ class GroupSummary:
     @classmethod
     def from_json(cls, data: dict, where: str = "summary") -> GroupSummary:
         require_numbers_and_flags(cls, data, where)
-        return cls(n_cases=data["n_cases"],
-                   baseline=RunSummary.from_json(data["baseline"], "baseline", f"{where}, baseline"),
-                   spec={keep: RunSummary.from_json(s, "spec", f"{where}, {run_label(keep)}")
-                         for keep, s in data["spec"].items()},
-                   n_errors=data.get("n_errors", 0))
+        return cls(
+            n_cases=data["n_cases"],
+            baseline=RunSummary.from_json(data["baseline"], "baseline", f"{where}, baseline"),
+            spec={
+                keep: RunSummary.from_json(s, "spec", f"{where}, {run_label(keep)}")
+                for keep, s in data["spec"].items()
+            },
+            n_errors=data.get("n_errors", 0),
+        )
 
 
 @dataclass(frozen=True)
@@ -350,14 +384,23 @@ class Summary:
 
     def to_json(self) -> dict:
         overall = self.overall.to_json()
-        return {"n_cases": overall.pop("n_cases"), "keeps": list(self.keeps), **overall,
-                "by_kind": {kind: group.to_json() for kind, group in self.by_kind.items()}}
+        return {
+            "n_cases": overall.pop("n_cases"),
+            "keeps": list(self.keeps),
+            **overall,
+            "by_kind": {kind: group.to_json() for kind, group in self.by_kind.items()},
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> Summary:
-        return cls(keeps=tuple(data["keeps"]), overall=GroupSummary.from_json(data),
-                   by_kind={kind: GroupSummary.from_json(group, f"summary of kind {kind!r}")
-                            for kind, group in data["by_kind"].items()})
+        return cls(
+            keeps=tuple(data["keeps"]),
+            overall=GroupSummary.from_json(data),
+            by_kind={
+                kind: GroupSummary.from_json(group, f"summary of kind {kind!r}")
+                for kind, group in data["by_kind"].items()
+            },
+        )
 
 
 @dataclass(frozen=True)
@@ -392,7 +435,9 @@ class Environment:
     versions: Versions
     platform: str
     date: str  # ISO 8601, UTC
-    settings: dict = field(default_factory=dict)  # RunSettings but keep, as recorded: older reports have fewer
+    settings: dict = field(
+        default_factory=dict
+    )  # RunSettings but keep, as recorded: older reports have fewer
     reuse_cache: bool = False  # `ab --reuse-cache`: each document's caches served its follow-up questions
 
     def to_json(self) -> dict:
@@ -408,8 +453,14 @@ class Environment:
         require_numbers_and_flags(cls, data, "environment")
         for model in ("target", "draft"):
             require_numbers_and_flags(ModelEntry, data[model], f"environment, {model}")
-        return cls(**{**data, "target": ModelEntry(**data["target"]), "draft": ModelEntry(**data["draft"]),
-                      "versions": Versions(**data["versions"])})
+        return cls(
+            **{
+                **data,
+                "target": ModelEntry(**data["target"]),
+                "draft": ModelEntry(**data["draft"]),
+                "versions": Versions(**data["versions"]),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -439,11 +490,16 @@ class AbReport:
         return {label: tally for label, tally in tallies.items() if tally}
 
     def to_json(self) -> dict:
-        return {"summary": self.summary.to_json(), "cases": [case.to_json() for case in self.cases],
-                "environment": self.environment.to_json()}
+        return {
+            "summary": self.summary.to_json(),
+            "cases": [case.to_json() for case in self.cases],
+            "environment": self.environment.to_json(),
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> AbReport:
-        return cls(summary=Summary.from_json(data["summary"]),
-                   cases=tuple(CaseRecord.from_json(case) for case in data["cases"]),
-                   environment=Environment.from_json(data["environment"]))
+        return cls(
+            summary=Summary.from_json(data["summary"]),
+            cases=tuple(CaseRecord.from_json(case) for case in data["cases"]),
+            environment=Environment.from_json(data["environment"]),
+        )

@@ -27,8 +27,10 @@ from engine.eval.bench import BENCH_QUESTION
 from engine.pipeline import DocumentSession, Engine
 
 # About 30 tokens, as a user's follow-up: the cached paths prefill this and the template's tail.
-FOLLOW_UP = ("Which names, numbers or settings does the document mention most often, and in which part "
-             "of the document does each of them first appear?")
+FOLLOW_UP = (
+    "Which names, numbers or settings does the document mention most often, and in which part "
+    "of the document does each of them first appear?"
+)
 BACKGROUND_HEAD_START_S = 3.0  # the fill runs this long before the follow-up arrives
 
 
@@ -74,8 +76,9 @@ class _Answers:
         return self.results[-1]
 
 
-def _fill_in_background(engine: Engine, session: DocumentSession, settings: RunSettings,
-                        cancel: CancelToken) -> threading.Thread:
+def _fill_in_background(
+    engine: Engine, session: DocumentSession, settings: RunSettings, cancel: CancelToken
+) -> threading.Thread:
     def fill():
         for _ in engine.background_prefill(session, settings, cancel):
             pass
@@ -110,14 +113,16 @@ class _PeakRss:
         self._thread.join()
 
 
-def _session_paths(engine: Engine, text: str, n_tokens: int, settings: RunSettings,
-                   cancel: CancelToken) -> Iterator[EngineEvent | SessionBenchRow]:
+def _session_paths(
+    engine: Engine, text: str, n_tokens: int, settings: RunSettings, cancel: CancelToken
+) -> Iterator[EngineEvent | SessionBenchRow]:
     with _PeakRss() as peak:
         yield from _measured_paths(engine, text, n_tokens, settings, cancel, peak)
 
 
-def _measured_paths(engine: Engine, text: str, n_tokens: int, settings: RunSettings, cancel: CancelToken,
-                    peak: _PeakRss) -> Iterator[EngineEvent | SessionBenchRow]:
+def _measured_paths(
+    engine: Engine, text: str, n_tokens: int, settings: RunSettings, cancel: CancelToken, peak: _PeakRss
+) -> Iterator[EngineEvent | SessionBenchRow]:
     answers = _Answers(engine, settings, cancel)
     session = DocumentSession(text)
     engine.forget(session, saved=True)  # nothing from an earlier run may serve this one
@@ -149,14 +154,22 @@ def _measured_paths(engine: Engine, text: str, n_tokens: int, settings: RunSetti
     saved = answers.last
     entries = [e for e in engine.state_store.entries() if e.document_sha256 == session.document_sha256]
     yield SessionBenchRow(
-        tokens=n_tokens, prompt_tokens=cold_full.prompt_tokens, question_tokens=cached.prefill_tokens,
-        cold_full_ttft_s=cold_full.ttft_s, cold_spec_ttft_s=cold_spec.ttft_s,
-        spec_cached_draft_ttft_s=alone.ttft_s, spec_cached_draft_during_background_ttft_s=during_fill.ttft_s,
+        tokens=n_tokens,
+        prompt_tokens=cold_full.prompt_tokens,
+        question_tokens=cached.prefill_tokens,
+        cold_full_ttft_s=cold_full.ttft_s,
+        cold_spec_ttft_s=cold_spec.ttft_s,
+        spec_cached_draft_ttft_s=alone.ttft_s,
+        spec_cached_draft_during_background_ttft_s=during_fill.ttft_s,
         background_slowdown=during_fill.ttft_s / alone.ttft_s - 1 if alone.ttft_s > 0 else 0.0,
-        cached_full_ttft_s=cached.ttft_s, saved_state_ttft_s=saved.ttft_s, state_save_s=max(state_save_s, 0.0),
+        cached_full_ttft_s=cached.ttft_s,
+        saved_state_ttft_s=saved.ttft_s,
+        state_save_s=max(state_save_s, 0.0),
         draft_cache_bytes=draft_cache_bytes,
-        state_file_bytes=sum(e.state_bytes for e in entries), rss_with_both_caches_bytes=rss_with_both_caches,
-        peak_rss_bytes=max(peak.peak, rss_with_both_caches))  # the sampler may have missed this moment
+        state_file_bytes=sum(e.state_bytes for e in entries),
+        rss_with_both_caches_bytes=rss_with_both_caches,
+        peak_rss_bytes=max(peak.peak, rss_with_both_caches),
+    )  # the sampler may have missed this moment
 
 
 def _run_seconds(result: RunResult) -> float:
@@ -173,8 +186,9 @@ def prefix_context_rss_bytes(engine: Engine) -> int:
     return max(psutil.Process().memory_info().rss - before, 0)
 
 
-def run_session_bench(engine: Engine, source_text: str, lengths: list[int], settings: RunSettings,
-                      cancel: CancelToken = NEVER) -> Iterator[EngineEvent | SessionBenchRow]:
+def run_session_bench(
+    engine: Engine, source_text: str, lengths: list[int], settings: RunSettings, cancel: CancelToken = NEVER
+) -> Iterator[EngineEvent | SessionBenchRow]:
     """Engine events as they come, then one SessionBenchRow per length. Needs the saved-state
     store on (state_cache_gb > 0) and the draft cache on (draft_cache_gb > 0)."""
     if engine.state_store is None or not engine.state_store.enabled or not engine.draft_caches:

@@ -37,7 +37,9 @@ class Case:
     answers: tuple[str, ...] | None  # None: no expected answer, scored by agreement only
     kind: str
     line: int  # 1-based line in the suite file, for messages
-    key_points: tuple[tuple[str, ...], ...] | None = None  # each point's alternative phrases; None: not scored so
+    key_points: tuple[tuple[str, ...], ...] | None = (
+        None  # each point's alternative phrases; None: not scored so
+    )
 
 
 def load_suite(path: str | Path) -> list[Case]:
@@ -65,7 +67,9 @@ def parse_suite(lines: list[str], suite: Path) -> list[Case]:
         where = f"{suite}:{number}"
         case = _parse_case(raw, number, where, suite.parent)
         if case.id in first_line_of:
-            raise SuiteError(f"{where}: duplicate id {case.id!r} (first used on line {first_line_of[case.id]})")
+            raise SuiteError(
+                f"{where}: duplicate id {case.id!r} (first used on line {first_line_of[case.id]})"
+            )
         first_line_of[case.id] = number
         cases.append(case)
     return cases
@@ -81,12 +85,20 @@ def _parse_case(raw: str, number: int, where: str, base: Path) -> Case:
     unknown = sorted(set(obj) - KNOWN_FIELDS)
     if unknown:
         # A typo such as "answer" would otherwise silently drop the expected answers.
-        raise SuiteError(f"{where}: unknown field {unknown[0]!r} (allowed: {', '.join(sorted(KNOWN_FIELDS))})")
+        raise SuiteError(
+            f"{where}: unknown field {unknown[0]!r} (allowed: {', '.join(sorted(KNOWN_FIELDS))})"
+        )
     for name in REQUIRED_FIELDS:
         _require_text(obj, name, where)
-    return Case(id=obj["id"].strip(), doc=_resolve_doc(obj["doc"], base, where), question=obj["question"],
-                answers=_parse_answers(obj.get("answers"), where), kind=_parse_kind(obj.get("kind"), where),
-                line=number, key_points=_parse_key_points(obj.get("key_points"), where))
+    return Case(
+        id=obj["id"].strip(),
+        doc=_resolve_doc(obj["doc"], base, where),
+        question=obj["question"],
+        answers=_parse_answers(obj.get("answers"), where),
+        kind=_parse_kind(obj.get("kind"), where),
+        line=number,
+        key_points=_parse_key_points(obj.get("key_points"), where),
+    )
 
 
 def _parse_object(raw: str, where: str) -> dict:
@@ -116,8 +128,11 @@ def _resolve_doc(doc: str, base: Path, where: str) -> Path:
 def _parse_answers(answers: object, where: str) -> tuple[str, ...] | None:
     if answers is None:
         return None
-    if (not isinstance(answers, list) or not answers
-            or not all(isinstance(a, str) and a.strip() for a in answers)):
+    if (
+        not isinstance(answers, list)
+        or not answers
+        or not all(isinstance(a, str) and a.strip() for a in answers)
+    ):
         raise SuiteError(f"{where}: field 'answers' must be a non-empty list of non-empty strings")
     return tuple(answers)
 
@@ -125,10 +140,16 @@ def _parse_answers(answers: object, where: str) -> tuple[str, ...] | None:
 def _parse_key_points(points: object, where: str) -> tuple[tuple[str, ...], ...] | None:
     if points is None:
         return None
-    if (not isinstance(points, list) or not points
-            or not all(isinstance(p, list) and p and all(isinstance(a, str) and a.strip() for a in p)
-                       for p in points)):
-        raise SuiteError(f"{where}: field 'key_points' must be a non-empty list of non-empty lists of phrases")
+    if (
+        not isinstance(points, list)
+        or not points
+        or not all(
+            isinstance(p, list) and p and all(isinstance(a, str) and a.strip() for a in p) for p in points
+        )
+    ):
+        raise SuiteError(
+            f"{where}: field 'key_points' must be a non-empty list of non-empty lists of phrases"
+        )
     return tuple(tuple(point) for point in points)
 
 

@@ -20,32 +20,44 @@ SPEC_TIMINGS = (*TIMINGS, "draft_s", "select_s")
 
 
 def summarize(records: Sequence[CaseRecord], keeps: Sequence[str]) -> Summary:
-    return Summary(keeps=tuple(keeps), overall=summarize_group(records, keeps),
-                   by_kind={kind: summarize_group(group, keeps) for kind, group in _group_by_kind(records).items()})
+    return Summary(
+        keeps=tuple(keeps),
+        overall=summarize_group(records, keeps),
+        by_kind={kind: summarize_group(group, keeps) for kind, group in _group_by_kind(records).items()},
+    )
 
 
 def summarize_group(records: Sequence[CaseRecord], keeps: Sequence[str]) -> GroupSummary:
     finished = [r for r in records if not r.failed]
     baseline = _baseline_summary(finished)
-    return GroupSummary(n_cases=len(records), baseline=baseline,
-                        spec={keep: _spec_summary(finished, keep, baseline.mean_ttft_s) for keep in keeps},
-                        n_errors=len(records) - len(finished))
+    return GroupSummary(
+        n_cases=len(records),
+        baseline=baseline,
+        spec={keep: _spec_summary(finished, keep, baseline.mean_ttft_s) for keep in keeps},
+        n_errors=len(records) - len(finished),
+    )
 
 
 def _baseline_summary(records: list[CaseRecord]) -> RunSummary:
     runs = [r.baseline for r in records]
-    return RunSummary("baseline", **_accuracy(runs), **_mean_timings(_cold(runs), TIMINGS), **_cached_timings(runs))
+    return RunSummary(
+        "baseline", **_accuracy(runs), **_mean_timings(_cold(runs), TIMINGS), **_cached_timings(runs)
+    )
 
 
 def _spec_summary(records: list[CaseRecord], keep: str, baseline_ttft: float | None) -> RunSummary:
     runs = [r.spec[keep] for r in records]
     mean_ttft = mean([r.result.ttft_s for r in _cold(runs)])
     return RunSummary(
-        "spec", **_accuracy(runs), agreement=mean([r.agreement for r in runs]),
-        **_mean_timings(_cold(runs), SPEC_TIMINGS), **_cached_timings(runs),
+        "spec",
+        **_accuracy(runs),
+        agreement=mean([r.agreement for r in runs]),
+        **_mean_timings(_cold(runs), SPEC_TIMINGS),
+        **_cached_timings(runs),
         mean_kept_fraction=mean([r.result.kept_fraction for r in runs]),
         speedup=baseline_ttft / mean_ttft if baseline_ttft is not None and mean_ttft else None,
-        n_bypassed=sum(1 for r in runs if r.result.bypassed))
+        n_bypassed=sum(1 for r in runs if r.result.bypassed),
+    )
 
 
 def _cold(runs: list[RunRecord]) -> list[RunRecord]:

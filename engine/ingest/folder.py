@@ -313,7 +313,9 @@ def _scan(
         dir_abs, dir_rel, ignore = stack.pop()
         try:
             with os.scandir(dir_abs) as it:
-                entries = sorted(islice(it, _listing_cap(limits.max_entries - n_entries)), key=lambda e: e.name)
+                entries = sorted(
+                    islice(it, _listing_cap(limits.max_entries - n_entries)), key=lambda e: e.name
+                )
         except PermissionError as e:
             if not dir_rel:
                 raise IngestError(f"cannot read {root}: permission denied") from e

@@ -119,8 +119,11 @@ def _stream_caps(limits: IngestLimits) -> Iterator[None]:
     """pypdf's decompression limits for this thread's reading only (a context variable)."""
     cap = limits.max_pdf_stream_bytes
     with apply_configuration(
-        zlib_maximum_output_length=cap, lzw_maximum_output_length=cap, run_length_maximum_output_length=cap,
-        brotli_maximum_output_length=cap, array_based_stream_maximum_output_length=cap,
+        zlib_maximum_output_length=cap,
+        lzw_maximum_output_length=cap,
+        run_length_maximum_output_length=cap,
+        brotli_maximum_output_length=cap,
+        array_based_stream_maximum_output_length=cap,
         stream_decoding_work_maximum_length=4 * cap,
     ):
         yield
@@ -172,8 +175,15 @@ def _assemble(kept: list[tuple[int, str]]) -> tuple[str, list[Segment]]:
     return "".join(parts), segments
 
 
-def _extract_pages(path: Path, reader, n_pages: int, cancel: CancelToken, progress: Progress | None,
-                   limits: IngestLimits, counter: _CountWarnings) -> _Pages:
+def _extract_pages(
+    path: Path,
+    reader,
+    n_pages: int,
+    cancel: CancelToken,
+    progress: Progress | None,
+    limits: IngestLimits,
+    counter: _CountWarnings,
+) -> _Pages:
     pages = _Pages()
     n_read = min(n_pages, max(1, limits.max_pdf_pages))
     for i in range(n_read):
@@ -217,30 +227,38 @@ def _forget_decoded(page) -> None:
 
 def _nothing_read(path: Path, pages: _Pages, recovered: bool, limits: IngestLimits) -> str:
     if pages.bombs:
-        return (f"{path} is not readable: a compressed stream inflates past the "
-                f"{human_bytes(limits.max_pdf_stream_bytes)} cap (a decompression bomb?) on page(s) "
-                f"{page_ranges(pages.bombs)}")
+        return (
+            f"{path} is not readable: a compressed stream inflates past the "
+            f"{human_bytes(limits.max_pdf_stream_bytes)} cap (a decompression bomb?) on page(s) "
+            f"{page_ranges(pages.bombs)}"
+        )
     broken = set(pages.failed) | set(pages.damaged)
     if recovered or len(broken) == pages.n_read:
         return f"{path} is not a readable PDF (no page could be read)"
     return f"{path} has no extractable text (probably a scanned document); OCR is not part of this app"
 
 
-def _warnings(pages: _Pages, n_pages: int, recovered: bool, pypdf_complaints: int,
-              limits: IngestLimits) -> list[str]:
+def _warnings(
+    pages: _Pages, n_pages: int, recovered: bool, pypdf_complaints: int, limits: IngestLimits
+) -> list[str]:
     warnings: list[str] = []
     if recovered:
         warnings.append("the PDF is damaged (cut short?); only what could be recovered was read")
     if pages.text_capped:
-        warnings.append(f"only the first {pages.n_read} of {n_pages} pages were read "
-                        f"(text cap of {human_bytes(limits.max_text_bytes)} characters reached)")
+        warnings.append(
+            f"only the first {pages.n_read} of {n_pages} pages were read "
+            f"(text cap of {human_bytes(limits.max_text_bytes)} characters reached)"
+        )
     elif pages.n_read < n_pages:
-        warnings.append(f"only the first {pages.n_read} of {n_pages} pages were read "
-                        f"(page cap {limits.max_pdf_pages})")
+        warnings.append(
+            f"only the first {pages.n_read} of {n_pages} pages were read (page cap {limits.max_pdf_pages})"
+        )
     if pages.bombs:
-        warnings.append(f"pages skipped because a compressed stream inflates past the "
-                        f"{human_bytes(limits.max_pdf_stream_bytes)} cap (a decompression bomb?): "
-                        f"{page_ranges(pages.bombs)}")
+        warnings.append(
+            f"pages skipped because a compressed stream inflates past the "
+            f"{human_bytes(limits.max_pdf_stream_bytes)} cap (a decompression bomb?): "
+            f"{page_ranges(pages.bombs)}"
+        )
     if pages.failed:
         warnings.append(f"pages that could not be read: {page_ranges(pages.failed)}")
     if pages.damaged:
@@ -249,8 +267,9 @@ def _warnings(pages: _Pages, n_pages: int, recovered: bool, pypdf_complaints: in
     if empty:
         warnings.append(f"pages with no text: {page_ranges(empty)}")
     if pypdf_complaints and not recovered:
-        warnings.append(f"pypdf reported {pypdf_complaints} problem(s) in the file's structure; "
-                        "some text may be missing")
+        warnings.append(
+            f"pypdf reported {pypdf_complaints} problem(s) in the file's structure; some text may be missing"
+        )
     return warnings
 
 
@@ -272,8 +291,10 @@ def _open(path: Path, fh: BinaryIO, password: str | None, limits: IngestLimits):
         except Exception as e:  # pypdf raises many kinds on garbage input
             why = _why(e)
     if size > limits.max_pdf_repair_bytes:
-        raise IngestError(f"{path} is not a readable PDF ({why}); at {human_bytes(size)} it is too large "
-                          f"to repair (cap {human_bytes(limits.max_pdf_repair_bytes)})")
+        raise IngestError(
+            f"{path} is not a readable PDF ({why}); at {human_bytes(size)} it is too large "
+            f"to repair (cap {human_bytes(limits.max_pdf_repair_bytes)})"
+        )
     fh.seek(0)
     repaired = _repair(fh.read())
     if repaired is not None:
@@ -336,9 +357,7 @@ def _decrypt(reader, path: Path, password: str | None) -> None:
     try:
         result = reader.decrypt(password if password is not None else "")
     except DependencyError as e:
-        raise IngestError(
-            f"{path} is encrypted with a method this install cannot open ({_why(e)})"
-        ) from e
+        raise IngestError(f"{path} is encrypted with a method this install cannot open ({_why(e)})") from e
     except Exception as e:
         raise IngestError(f"{path} is encrypted and could not be decrypted ({_why(e)})") from e
     if result == PasswordType.NOT_DECRYPTED:

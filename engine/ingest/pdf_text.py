@@ -24,8 +24,11 @@ _RUN_START = r"(?<![^\W\d_])"
 # Latin and Armenian presentation-form ligatures (U+FB00-U+FB17) become their plain letters,
 # as NFKC spells them; NFKC on the whole text would also rewrite µ, ², … and full-width forms.
 _LIGATURES = str.maketrans(
-    {cp: unicodedata.normalize("NFKC", chr(cp)) for cp in range(0xFB00, 0xFB18)
-     if unicodedata.normalize("NFKC", chr(cp)) != chr(cp)}
+    {
+        cp: unicodedata.normalize("NFKC", chr(cp))
+        for cp in range(0xFB00, 0xFB18)
+        if unicodedata.normalize("NFKC", chr(cp)) != chr(cp)
+    }
 )
 _SOFT_HYPHEN = "\u00ad"
 

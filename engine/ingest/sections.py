@@ -36,8 +36,9 @@ def text_sections(text: str, name: str, cancel: CancelToken = NEVER) -> list[Seg
     return [Segment(label, "section", start, end) for label, start, end in sections]
 
 
-def markdown_headings(text: str, cancel: CancelToken = NEVER,
-                      piece_lines: int = PIECE_LINES) -> list[tuple[str, int]]:
+def markdown_headings(
+    text: str, cancel: CancelToken = NEVER, piece_lines: int = PIECE_LINES
+) -> list[tuple[str, int]]:
     """(title, line index) of each Markdown heading, ATX ("## Title") or setext (underlined).
 
     The text is parsed a piece of lines at a time. A piece's last top-level block may be cut short,
@@ -63,8 +64,11 @@ def markdown_headings(text: str, cancel: CancelToken = NEVER,
 
 
 def piece_headings(tokens: list) -> list[tuple[str, int]]:
-    return [(" ".join(tokens[i + 1].content.split()), token.map[0]) for i, token in enumerate(tokens)
-            if token.type == "heading_open" and token.map]
+    return [
+        (" ".join(tokens[i + 1].content.split()), token.map[0])
+        for i, token in enumerate(tokens)
+        if token.type == "heading_open" and token.map
+    ]
 
 
 def last_block_line(tokens: list) -> int:
@@ -101,7 +105,7 @@ def section_spans(text: str, headings: list[tuple[str, int]], name: str) -> list
         return []
     line_starts = [0, *(match.end() for match in re.finditer("\n", text))]
     starts = [(title, line_starts[line]) for title, line in headings]
-    if starts[0][1] >= MIN_SECTION_CHARS and text[:starts[0][1]].strip():
+    if starts[0][1] >= MIN_SECTION_CHARS and text[: starts[0][1]].strip():
         starts.insert(0, (name, 0))
     starts[0] = (starts[0][0], 0)
     ends = [start for _, start in starts[1:]] + [len(text)]

@@ -27,13 +27,16 @@ class Truncation:
     cut_chars: int
 
     def describe(self) -> str:
-        return (f"the document was cut to fit the context window: its last {self.cut_tokens} of "
-                f"{self.doc_tokens} tokens (about {self.cut_chars:,} of {self.doc_chars:,} characters) "
-                "were dropped; the question was kept")
+        return (
+            f"the document was cut to fit the context window: its last {self.cut_tokens} of "
+            f"{self.doc_tokens} tokens (about {self.cut_chars:,} of {self.doc_chars:,} characters) "
+            "were dropped; the question was kept"
+        )
 
 
-def fit_prompt(model: LlamaModel, prompt: PreparedPrompt, n_ctx: int, max_new_tokens: int,
-               truncate: bool) -> tuple[PreparedPrompt, Truncation | None]:
+def fit_prompt(
+    model: LlamaModel, prompt: PreparedPrompt, n_ctx: int, max_new_tokens: int, truncate: bool
+) -> tuple[PreparedPrompt, Truncation | None]:
     """The prompt as is when it fits with room for the answer; else cut (if allowed) or refused."""
     if prompt.n_tokens + max_new_tokens <= n_ctx:
         return prompt, None
@@ -47,25 +50,38 @@ def fit_prompt(model: LlamaModel, prompt: PreparedPrompt, n_ctx: int, max_new_to
 
 def _overflow_message(n_tokens: int, max_new_tokens: int, n_ctx: int, truncate: bool, fixed: int) -> str:
     needed = n_tokens + max_new_tokens
-    head = (f"the prompt has {n_tokens} tokens; with {max_new_tokens} new tokens it needs {needed}, "
-            f"but the target's context window is {n_ctx} tokens ({needed - n_ctx} over)")
+    head = (
+        f"the prompt has {n_tokens} tokens; with {max_new_tokens} new tokens it needs {needed}, "
+        f"but the target's context window is {n_ctx} tokens ({needed - n_ctx} over)"
+    )
     if truncate:
-        return (head + f"; even without the document, the question and the answer need "
-                f"{fixed + max_new_tokens} tokens: shorten the question or lower the max new tokens")
+        return (
+            head + f"; even without the document, the question and the answer need "
+            f"{fixed + max_new_tokens} tokens: shorten the question or lower the max new tokens"
+        )
     return head + "; shorten the document, lower the max new tokens, or turn on truncation"
 
 
-def cut_document(model: LlamaModel, prompt: PreparedPrompt, keep_tokens: int) -> tuple[PreparedPrompt, Truncation]:
+def cut_document(
+    model: LlamaModel, prompt: PreparedPrompt, keep_tokens: int
+) -> tuple[PreparedPrompt, Truncation]:
     """Keep the first `keep_tokens` document tokens; the document text is cut where they end."""
     start, end = prompt.doc_token_span
-    kept = prompt.tokens[start:start + keep_tokens]
+    kept = prompt.tokens[start : start + keep_tokens]
     document = prompt.parts.document
     n_chars = min(_chars_spelled(model, kept), len(document))
     tokens = np.concatenate([prompt.tokens[:start], kept, prompt.tokens[end:]]).astype(np.int32)
-    cut = PreparedPrompt(parts=replace(prompt.parts, document=document[:n_chars]), tokens=tokens,
-                         doc_token_span=(start, start + len(kept)))
-    return cut, Truncation(doc_tokens=end - start, cut_tokens=end - start - len(kept),
-                           doc_chars=len(document), cut_chars=len(document) - n_chars)
+    cut = PreparedPrompt(
+        parts=replace(prompt.parts, document=document[:n_chars]),
+        tokens=tokens,
+        doc_token_span=(start, start + len(kept)),
+    )
+    return cut, Truncation(
+        doc_tokens=end - start,
+        cut_tokens=end - start - len(kept),
+        doc_chars=len(document),
+        cut_chars=len(document) - n_chars,
+    )
 
 
 def _chars_spelled(model: LlamaModel, tokens: np.ndarray) -> int:

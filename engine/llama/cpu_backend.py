@@ -127,8 +127,9 @@ def run_selftest(library: Path, model: Path) -> tuple[bool, str]:
     cmd = python_command("-m", "engine.llama.cpu_selftest", "--library", str(library), "--model", str(model))
     with owned_cwd("specprefill-selftest-") as cwd:
         try:
-            proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=SELFTEST_TIMEOUT_S,
-                                  env=child_env())
+            proc = subprocess.run(
+                cmd, cwd=cwd, capture_output=True, text=True, timeout=SELFTEST_TIMEOUT_S, env=child_env()
+            )
         except subprocess.TimeoutExpired:
             return False, f"failed: no answer in {SELFTEST_TIMEOUT_S} s"
     if proc.returncode < 0:
@@ -178,7 +179,9 @@ def choose_cpu_path(directory: Path, model: Path | None) -> tuple[CpuPath, Path 
         return CpuPath(forced, not extra_bufts_forced_off(), f"forced: {VARIANT_ENV}"), libraries[forced]
     ranked = ranked_variants(libraries)
     if not ranked:
-        raise RuntimeError(f"none of llama.cpp's CPU variants runs on this CPU ({', '.join(sorted(libraries))})")
+        raise RuntimeError(
+            f"none of llama.cpp's CPU variants runs on this CPU ({', '.join(sorted(libraries))})"
+        )
     best = ranked[0]
     if extra_bufts_forced_off():
         return CpuPath(best, False, f"forced: {EXTRA_BUFTS_ENV}=0"), libraries[best]

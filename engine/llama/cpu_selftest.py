@@ -27,7 +27,9 @@ def last_logits_argmax(model_path: Path, extra_bufts: bool) -> int:
     try:
         context = LlamaContext(model, n_ctx=64, n_batch=N_TOKENS, n_threads=os.cpu_count() or 1)
         try:
-            tokens = np.array([(7 * i + 11) % max(model.n_vocab - 1, 1) for i in range(N_TOKENS)], dtype=np.int32)
+            tokens = np.array(
+                [(7 * i + 11) % max(model.n_vocab - 1, 1) for i in range(N_TOKENS)], dtype=np.int32
+            )
             if context.decode(tokens, np.arange(N_TOKENS, dtype=np.int32), True) != 0:
                 raise RuntimeError("decode failed")
             return int(np.argmax(context.last_logits()))

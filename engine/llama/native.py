@@ -116,9 +116,16 @@ def _set_devices(params, devices: list[int] | None, tensor_split: list[float] | 
 class LlamaModel:
     """A loaded GGUF model and its vocabulary."""
 
-    def __init__(self, path: Path, *, n_gpu_layers: int = 0, vocab_only: bool = False,
-                 devices: list[int] | None = None, tensor_split: list[float] | None = None,
-                 use_extra_bufts: bool | None = None):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        n_gpu_layers: int = 0,
+        vocab_only: bool = False,
+        devices: list[int] | None = None,
+        tensor_split: list[float] | None = None,
+        use_extra_bufts: bool | None = None,
+    ):
         """`devices` (ggml device handles, e.g. RPC workers') take the last n_gpu_layers layers,
         shared in the proportions of `tensor_split`; None: llama.cpp's own choice of devices.
         `use_extra_bufts` None: as the CPU path chose (engine.llama.cpu_backend)."""
@@ -291,7 +298,9 @@ FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
 class LlamaContext:
     """An inference context with its KV cache and an abort hook for Cancel."""
 
-    def __init__(self, model: LlamaModel, *, n_ctx: int, n_batch: int, n_threads: int, flash_attn: str = "auto"):
+    def __init__(
+        self, model: LlamaModel, *, n_ctx: int, n_batch: int, n_threads: int, flash_attn: str = "auto"
+    ):
         params = L.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = n_batch
@@ -325,8 +334,13 @@ class LlamaContext:
 
     def like(self) -> LlamaContext:
         """A second context on the same model with the same settings: a KV cache of its own."""
-        return LlamaContext(self.model, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads,
-                            flash_attn=self.flash_attn)
+        return LlamaContext(
+            self.model,
+            n_ctx=self.n_ctx,
+            n_batch=self.n_batch,
+            n_threads=self.n_threads,
+            flash_attn=self.flash_attn,
+        )
 
     def close(self) -> None:
         if self._ptr:
@@ -351,8 +365,9 @@ class LlamaContext:
     def save_sequence(self, path: Path, tokens: np.ndarray) -> int:
         """Write sequence 0's KV state, with the tokens it holds, to `path`; returns the bytes written."""
         ids = np.ascontiguousarray(tokens, dtype=np.int32)
-        written = L.llama_state_seq_save_file(self.ptr, str(path).encode(), 0,
-                                              ids.ctypes.data_as(ctypes.POINTER(L.llama_token)), len(ids))
+        written = L.llama_state_seq_save_file(
+            self.ptr, str(path).encode(), 0, ids.ctypes.data_as(ctypes.POINTER(L.llama_token)), len(ids)
+        )
         if not written:
             raise RuntimeFailure(f"llama.cpp could not save the sequence state to {path}")
         return int(written)
@@ -363,11 +378,13 @@ class LlamaContext:
         self.clear()
         tokens = (L.llama_token * capacity)()
         count = ctypes.c_size_t(0)
-        read = L.llama_state_seq_load_file(self.ptr, str(path).encode(), 0, tokens, capacity, ctypes.byref(count))
+        read = L.llama_state_seq_load_file(
+            self.ptr, str(path).encode(), 0, tokens, capacity, ctypes.byref(count)
+        )
         if not read:
             self.clear()  # a failed load may leave part of a state behind
             raise RuntimeFailure(f"llama.cpp could not load the sequence state from {path}")
-        return np.array(tokens[:count.value], dtype=np.int32)
+        return np.array(tokens[: count.value], dtype=np.int32)
 
     def decode(self, tokens: np.ndarray, positions: np.ndarray, want_logits: bool) -> int:
         """One llama_decode of at most n_batch tokens at explicit positions; returns llama's code."""

@@ -64,7 +64,9 @@ class PreparedPrompt:
 
 
 def render_parts(model: LlamaModel, document: str, question: str, system_prompt: str) -> PromptParts:
-    rendered = model.apply_chat_template([("system", system_prompt), ("user", f"{_DOC_SLOT}\n\n{_QUESTION_SLOT}")])
+    rendered = model.apply_chat_template(
+        [("system", system_prompt), ("user", f"{_DOC_SLOT}\n\n{_QUESTION_SLOT}")]
+    )
     prefix, doc_sep, after_doc = rendered.partition(_DOC_SLOT)
     gap, question_sep, tail = after_doc.partition(_QUESTION_SLOT)
     if not (doc_sep and question_sep):
@@ -75,8 +77,11 @@ def render_parts(model: LlamaModel, document: str, question: str, system_prompt:
 def tokenize_parts(model: LlamaModel, parts: PromptParts) -> PreparedPrompt:
     head = model.tokenize(parts.prefix, parse_special=True)
     doc = model.tokenize(parts.document, parse_special=False)
-    tail = (model.tokenize(parts.gap, parse_special=True) + model.tokenize(parts.question, parse_special=False)
-            + model.tokenize(parts.tail, parse_special=True))
+    tail = (
+        model.tokenize(parts.gap, parse_special=True)
+        + model.tokenize(parts.question, parse_special=False)
+        + model.tokenize(parts.tail, parse_special=True)
+    )
     tokens = np.array(head + doc + tail, dtype=np.int32)
     return PreparedPrompt(parts=parts, tokens=tokens, doc_token_span=(len(head), len(head) + len(doc)))
 
@@ -86,8 +91,9 @@ def token_char_offsets(model: LlamaModel, prompt: PreparedPrompt) -> list[int]:
     text = prompt.parts.text
     byte_len = np.fromiter((len(ch.encode("utf-8")) for ch in text), dtype=np.int64, count=len(text))
     char_at_byte = np.repeat(np.arange(len(text), dtype=np.int64), byte_len)
-    piece_len = np.fromiter((len(model.token_piece(int(t))) for t in prompt.tokens), dtype=np.int64,
-                            count=prompt.n_tokens)
+    piece_len = np.fromiter(
+        (len(model.token_piece(int(t))) for t in prompt.tokens), dtype=np.int64, count=prompt.n_tokens
+    )
     starts = np.concatenate([[0], np.cumsum(piece_len)[:-1]])
     starts = np.minimum(starts, max(len(char_at_byte) - 1, 0))
     return char_at_byte[starts].tolist() if len(char_at_byte) else [0] * prompt.n_tokens

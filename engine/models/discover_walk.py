@@ -172,5 +172,7 @@ def ollama_blob(root: Path, manifest: Path) -> Path | None:
 
 
 def candidates(source: Source, walk: Walk) -> Iterator[Candidate]:
-    finder = {"ollama": ollama_candidates, "huggingface": huggingface_candidates}.get(source.kind, folder_candidates)
+    finder = {"ollama": ollama_candidates, "huggingface": huggingface_candidates}.get(
+        source.kind, folder_candidates
+    )
     return finder(source, walk)

@@ -24,9 +24,17 @@ MAX_TENSORS = 1 << 20
 MAX_DIMS = 8  # ggml tensors have at most 4 dimensions
 
 _SCALARS = {
-    GGUFValueType.UINT8: "<B", GGUFValueType.INT8: "<b", GGUFValueType.UINT16: "<H", GGUFValueType.INT16: "<h",
-    GGUFValueType.UINT32: "<I", GGUFValueType.INT32: "<i", GGUFValueType.FLOAT32: "<f", GGUFValueType.BOOL: "<?",
-    GGUFValueType.UINT64: "<Q", GGUFValueType.INT64: "<q", GGUFValueType.FLOAT64: "<d",
+    GGUFValueType.UINT8: "<B",
+    GGUFValueType.INT8: "<b",
+    GGUFValueType.UINT16: "<H",
+    GGUFValueType.INT16: "<h",
+    GGUFValueType.UINT32: "<I",
+    GGUFValueType.INT32: "<i",
+    GGUFValueType.FLOAT32: "<f",
+    GGUFValueType.BOOL: "<?",
+    GGUFValueType.UINT64: "<Q",
+    GGUFValueType.INT64: "<q",
+    GGUFValueType.FLOAT64: "<d",
 }
 
 
@@ -52,14 +60,18 @@ class _Cursor:
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > self.size:
-            raise GGUFHeaderError(f"truncated header (needs {n} bytes at offset {self.pos}, file has {self.size})")
-        chunk = self.data[self.pos:self.pos + n]
+            raise GGUFHeaderError(
+                f"truncated header (needs {n} bytes at offset {self.pos}, file has {self.size})"
+            )
+        chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
 
     def skip(self, n: int) -> None:
         if n < 0 or self.pos + n > self.size:
-            raise GGUFHeaderError(f"truncated header (skips {n} bytes at offset {self.pos}, file has {self.size})")
+            raise GGUFHeaderError(
+                f"truncated header (skips {n} bytes at offset {self.pos}, file has {self.size})"
+            )
         self.pos += n
 
     def unpack(self, fmt: str) -> Any:

@@ -88,8 +88,11 @@ def uses_more_bits(layer: int, layers: int) -> bool:
 def tensor_plan(shape: TargetShape, vocab: int) -> list[TensorPlan]:
     """The tensors of a qwen2-architecture GGUF, in the order llama.cpp's converter writes them."""
     h, kv, ffn = shape.hidden, shape.kv_dim, shape.ffn
-    plan = [TensorPlan("token_embd.weight", (h, vocab), "Q4_K"), TensorPlan("output_norm.weight", (h,), "F32"),
-            TensorPlan("output.weight", (h, vocab), "Q6_K")]
+    plan = [
+        TensorPlan("token_embd.weight", (h, vocab), "Q4_K"),
+        TensorPlan("output_norm.weight", (h,), "F32"),
+        TensorPlan("output.weight", (h, vocab), "Q6_K"),
+    ]
     for i in range(shape.layers):
         heavy = "Q6_K" if uses_more_bits(i, shape.layers) else "Q4_K"
         plan += [
@@ -148,8 +151,9 @@ def shape_file_name(shape: TargetShape, vocab_source: Path) -> str:
     return f"random-{shape.name}-shape-timing-only-{digest}.gguf"
 
 
-def ensure_shape_file(shape: TargetShape, vocab_source: Path, folder: Path, cancel: CancelToken = NEVER,
-                      progress=None) -> Path:
+def ensure_shape_file(
+    shape: TargetShape, vocab_source: Path, folder: Path, cancel: CancelToken = NEVER, progress=None
+) -> Path:
     """The cached random-weight file for `shape`, written once (4.7 GB for 7B, 9.0 GB for 14B; about 26 s each here)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / shape_file_name(shape, vocab_source)
@@ -164,8 +168,9 @@ def ensure_shape_file(shape: TargetShape, vocab_source: Path, folder: Path, canc
     return path
 
 
-def write_shape_file(shape: TargetShape, vocab_source: Path, out: Path, cancel: CancelToken = NEVER,
-                     progress=None) -> None:
+def write_shape_file(
+    shape: TargetShape, vocab_source: Path, out: Path, cancel: CancelToken = NEVER, progress=None
+) -> None:
     import gguf  # only here: gguf's reader and writer are needed for this one file
 
     source = gguf.GGUFReader(str(vocab_source))
@@ -193,8 +198,9 @@ def _add_info(writer, plan: TensorPlan, gguf) -> None:
         return
     rows = int(np.prod(plan.shape[1:], dtype=np.int64))
     byte_shape = (*plan.shape[1:][::-1], plan.nbytes // rows)
-    writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.nbytes,
-                           raw_dtype=gguf.GGMLQuantizationType[plan.kind])
+    writer.add_tensor_info(
+        plan.name, byte_shape, np.dtype(np.uint8), plan.nbytes, raw_dtype=gguf.GGMLQuantizationType[plan.kind]
+    )
 
 
 def _add_metadata(writer, shape: TargetShape, source) -> None:

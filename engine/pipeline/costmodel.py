@@ -35,8 +35,9 @@ class Quadratic:
         return self.c + self.a * n + self.b * (n * n if area is None else area)
 
 
-def attention_area(n: int, window: int = 0, chunk: int = DRAFT_PREFILL_CHUNK,
-                   sinks: int = DRAFT_WINDOW_SINKS) -> float:
+def attention_area(
+    n: int, window: int = 0, chunk: int = DRAFT_PREFILL_CHUNK, sinks: int = DRAFT_WINDOW_SINKS
+) -> float:
     """Twice the (query, key) pairs of the draft's chunked prefill: n^2 with full attention.
 
     With a window, a chunk past the first `sinks + window` tokens sees only that many earlier
@@ -98,8 +99,14 @@ class CostModel:
         n_segments = 1 if not pass_tokens or n_tokens <= pass_tokens else math.ceil(n_tokens / pass_tokens)
         return n_segments * self.draft_time(math.ceil(n_tokens / n_segments), window)
 
-    def estimate(self, n_tokens: int, keep: float, window: int = 0, budget: int | None = None,
-                 pass_tokens: int | None = None) -> dict:
+    def estimate(
+        self,
+        n_tokens: int,
+        keep: float,
+        window: int = 0,
+        budget: int | None = None,
+        pass_tokens: int | None = None,
+    ) -> dict:
         """Predicted TTFTs. `budget`: tokens the target's window takes (a longer prompt is cut for the
         full prefill, and SpecPrefill keeps at most that many); `pass_tokens`: the longest prompt one
         draft pass scores."""
@@ -109,9 +116,18 @@ class CostModel:
         kept = self.kept_tokens(n_tokens, keep) if fits else min(self.kept_tokens(n_tokens, keep), budget)
         target = self.target_prefill(kept)
         spec = draft + target
-        return {"tokens": n_tokens, "keep": keep, "draft_window": window, "baseline_ttft_s": base,
-                "spec_ttft_s": spec, "draft_s": draft, "target_prefill_s": target,
-                "speedup": base / spec if spec > 0 else 0.0, "fits": fits, "kept_tokens": kept}
+        return {
+            "tokens": n_tokens,
+            "keep": keep,
+            "draft_window": window,
+            "baseline_ttft_s": base,
+            "spec_ttft_s": spec,
+            "draft_s": draft,
+            "target_prefill_s": target,
+            "speedup": base / spec if spec > 0 else 0.0,
+            "fits": fits,
+            "kept_tokens": kept,
+        }
 
     def window_limits(self, max_new_tokens: int, lookahead: int) -> tuple[int | None, int | None]:
         """The estimate's `budget` and `pass_tokens` for the windows this calibration was made with
@@ -125,12 +141,16 @@ class CostModel:
         terms are least sure there, and the time to gain is a second or two."""
         shortest = self.shortest_calibrated()
         if n_tokens < shortest:
-            return f"{n_tokens} tokens is below {shortest}, the shortest prompt this machine was calibrated at"
+            return (
+                f"{n_tokens} tokens is below {shortest}, the shortest prompt this machine was calibrated at"
+            )
         est = self.estimate(n_tokens, keep, window)
         if est["baseline_ttft_s"] >= margin * est["spec_ttft_s"]:
             return ""
-        return (f"predicted SpecPrefill TTFT {est['spec_ttft_s']:.1f}s is not below full prefill "
-                f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens")
+        return (
+            f"predicted SpecPrefill TTFT {est['spec_ttft_s']:.1f}s is not below full prefill "
+            f"{est['baseline_ttft_s']:.1f}s at {n_tokens} tokens"
+        )
 
     def pays_off(self, n_tokens: int, keep: float, window: int = 0, margin: float = 1.05) -> bool:
         return not self.bypass_reason(n_tokens, keep, window, margin)
@@ -140,9 +160,13 @@ class CostModel:
 
     @classmethod
     def from_json(cls, data: dict) -> CostModel:
-        return cls(target_prefill=Quadratic(**data["target_prefill"]), draft=Quadratic(**data["draft"]),
-                   chunk_size=data.get("chunk_size", RunSettings.chunk_size), measurements=data.get("measurements", {}),
-                   machine=data.get("machine", {}))
+        return cls(
+            target_prefill=Quadratic(**data["target_prefill"]),
+            draft=Quadratic(**data["draft"]),
+            chunk_size=data.get("chunk_size", RunSettings.chunk_size),
+            measurements=data.get("measurements", {}),
+            machine=data.get("machine", {}),
+        )
 
 
 def save(model: CostModel, path: Path | None = None) -> Path:
@@ -175,10 +199,13 @@ def load_matching(info, path: Path | None = None) -> CostModel | None:
     if model is None:
         return None
     machine = model.machine
-    same = (machine.get("target") == str(info.target_path) and machine.get("draft") == str(info.draft_path)
-            and machine.get("device") == info.device
-            and machine.get("target_device", "CPU") == info.target_device  # older files: CPU-only builds
-            and machine.get("flash_attn", "auto") == info.flash_attn)  # older files: llama.cpp's auto
+    same = (
+        machine.get("target") == str(info.target_path)
+        and machine.get("draft") == str(info.draft_path)
+        and machine.get("device") == info.device
+        and machine.get("target_device", "CPU") == info.target_device  # older files: CPU-only builds
+        and machine.get("flash_attn", "auto") == info.flash_attn
+    )  # older files: llama.cpp's auto
     return model if same else None
 
 

@@ -82,7 +82,7 @@ def free_memory() -> str:
 
 
 def describe_draft_device(device: DraftDevice) -> str:
-    """"cuda (bfloat16, NVIDIA H200)", "cpu (float32)"."""
+    """ "cuda (bfloat16, NVIDIA H200)", "cpu (float32)"."""
     details = [str(device.dtype).removeprefix("torch.")]
     if device.device.type == "cuda":
         details.append(torch.cuda.get_device_name(device.device))
@@ -110,7 +110,7 @@ def check_torch(settings: ModelSettings) -> Check:
 
 
 def describe_target_placement(placement: TargetPlacement, n_layers: int | None) -> str:
-    """"target: CPU (llama.cpp build has no GPU offload)" or "GPU offload: all 28 layers (CUDA)"."""
+    """ "target: CPU (llama.cpp build has no GPU offload)" or "GPU offload: all 28 layers (CUDA)"."""
     if not placement.offloaded:
         return f"target: {placement.describe()}"
     layers = f"all {n_layers} layers" if n_layers is not None else "all layers"
@@ -130,12 +130,17 @@ def check_llama(target: Path | None, draft_device: str = "cpu", flash_attn: str 
     flags, gpu_offload = build_info()
     probe = probe_target(target) if target is not None else None
     restore = probe.restore_supported if probe is not None else None
-    positions = {True: "restore positions supported", False: "restore positions NOT supported (renumber)",
-                 None: "restore positions unknown (no verified target)"}[restore]
+    positions = {
+        True: "restore positions supported",
+        False: "restore positions NOT supported (renumber)",
+        None: "restore positions unknown (no verified target)",
+    }[restore]
     placement = place_target(draft_device, gpu_offload, flags)
     offload = describe_target_placement(placement, probe.n_layers if probe is not None else None)
     attention = f"flash attention {placement.flash_attn(flash_attn)}"
-    return Check("llama.cpp", f"{package_version('llama-cpp-python')}, {offload}, {attention}, {positions}; {flags}")
+    return Check(
+        "llama.cpp", f"{package_version('llama-cpp-python')}, {offload}, {attention}, {positions}; {flags}"
+    )
 
 
 def describe_worker(memory: WorkerMemory) -> str:
@@ -179,7 +184,9 @@ def check_vocab(target: Path | None, draft: Path | None) -> Check:
     if match.verdict != "different":
         return Check("vocabulary", f"{match.describe()}; selection by token ids")
     if Path(draft).is_dir():
-        return Check("vocabulary", f"{match.describe()}; a draft of another family must be a GGUF file", ok=False)
+        return Check(
+            "vocabulary", f"{match.describe()}; a draft of another family must be a GGUF file", ok=False
+        )
     return Check("vocabulary", f"{match.describe()}; selection by character spans (docs/cross-family.md)")
 
 
@@ -190,15 +197,28 @@ def check_calibration() -> Check:
         return Check("calibration", f"unreadable: {exc}")
     if model is None:
         return Check("calibration", "none (the fixed 4,096-token threshold decides the bypass)")
-    return Check("calibration", f"{model.machine.get('date', 'undated')}, measured at "
-                                f"{', '.join(model.measurements.get('target', {}))} tokens")
+    return Check(
+        "calibration",
+        f"{model.machine.get('date', 'undated')}, measured at "
+        f"{', '.join(model.measurements.get('target', {}))} tokens",
+    )
 
 
 def diagnose(settings: ModelSettings | None = None) -> list[Check]:
     settings = settings or ModelSettings()
-    models = [check_model(defaults.TARGET, settings.target_path), check_model(defaults.DRAFT, settings.draft_path)]
+    models = [
+        check_model(defaults.TARGET, settings.target_path),
+        check_model(defaults.DRAFT, settings.draft_path),
+    ]
     target = (settings.target_path or defaults.TARGET.path) if models[0].ok else None
     draft = (settings.draft_path or defaults.DRAFT.path) if models[1].ok else None
-    return [check_python(), check_torch(settings), check_llama(target, draft_device_type(settings), settings.flash_attn),
-            check_cpu_path(),
-            check_backends(settings), *models, check_vocab(target, draft), check_calibration()]
+    return [
+        check_python(),
+        check_torch(settings),
+        check_llama(target, draft_device_type(settings), settings.flash_attn),
+        check_cpu_path(),
+        check_backends(settings),
+        *models,
+        check_vocab(target, draft),
+        check_calibration(),
+    ]

@@ -42,7 +42,9 @@ class DraftCaches:
         entry = self._entries.get((key, window, part))
         return entry is not None and entry.complete and np.array_equal(entry.tokens, prefix)
 
-    def prefix_for(self, key: PrefixKey, prefix: np.ndarray, window: int, part: Piece = WHOLE) -> DraftPrefix | None:
+    def prefix_for(
+        self, key: PrefixKey, prefix: np.ndarray, window: int, part: Piece = WHOLE
+    ) -> DraftPrefix | None:
         """The kept prefix when its tokens match (now the most recently used), else an empty one
         for the scorer to fill; None when the cache is off."""
         if not self.enabled:

@@ -145,7 +145,9 @@ class Engine:
         """The first n_tokens of the text's tokens, the text repeating when it is shorter."""
         return repeated_tokens(self.runtime.model, text, n_tokens, what)
 
-    def time_prefill(self, tokens: list[int], cancel: CancelToken = NEVER, on_step: StepFn | None = None) -> float:
+    def time_prefill(
+        self, tokens: list[int], cancel: CancelToken = NEVER, on_step: StepFn | None = None
+    ) -> float:
         """Seconds for a full target prefill of `tokens` at positions 0..n-1 (on_step: each batch's progress)."""
         ids = np.asarray(tokens, dtype=np.int32)
         with self._locks.exclusive():  # a background fill must not share the cores with a timing
@@ -181,7 +183,9 @@ class Engine:
         """Why SpecPrefill would not pay off for this prompt ("" when it runs)."""
         return self._policy.bypass_reason(n_tokens, settings)
 
-    def window_fit(self, n_tokens: int, settings: RunSettings, document_tokens: int | None = None) -> WindowFit:
+    def window_fit(
+        self, n_tokens: int, settings: RunSettings, document_tokens: int | None = None
+    ) -> WindowFit:
         """A prompt of n_tokens against the target's window (document_tokens: n_tokens when unknown)."""
         return self._policy.window_fit(n_tokens, settings, document_tokens)
 
@@ -323,8 +327,9 @@ class Engine:
         ahead), and the document's full prefix is neither in the prefix context nor saved."""
         return self._fill.needed(session, settings)
 
-    def background_prefill(self, session: DocumentSession, settings: RunSettings | None = None,
-                           cancel: CancelToken = NEVER) -> Iterator[BackgroundEvent]:
+    def background_prefill(
+        self, session: DocumentSession, settings: RunSettings | None = None, cancel: CancelToken = NEVER
+    ) -> Iterator[BackgroundEvent]:
         """Prefill the session's full document prefix into the prefix context, one batch at a time,
         while nothing else runs: the latest question's prefix, after a SpecPrefill answer.
 
@@ -334,8 +339,9 @@ class Engine:
         Ends with exactly one BackgroundEnded."""
         return self._fill.run(session, settings, cancel)
 
-    def read_ahead(self, session: DocumentSession, settings: RunSettings | None = None,
-                   cancel: CancelToken = NEVER) -> Iterator[ReadAheadEvent]:
+    def read_ahead(
+        self, session: DocumentSession, settings: RunSettings | None = None, cancel: CancelToken = NEVER
+    ) -> Iterator[ReadAheadEvent]:
         """The draft reads the session's document into its cache before the first question, chunk by
         chunk while nothing else runs (a request preempts it and drafts the rest); run it before
         background_prefill, whose prefix it notes. Ends with exactly one ReadAheadEnded."""

@@ -145,7 +145,9 @@ def _open_target(
         if settings.workers:
             n_layers = target.attention_dims()[0]
             target.close()
-            return _open_remote_target(settings, target_path, n_layers, n_ctx, threads, flash_attn), draft_vocab
+            return _open_remote_target(
+                settings, target_path, n_layers, n_ctx, threads, flash_attn
+            ), draft_vocab
         if placement.offloaded:
             target.close()
             target = LlamaModel(target_path, n_gpu_layers=placement.n_gpu_layers)

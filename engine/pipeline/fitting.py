@@ -52,9 +52,11 @@ class WindowFit:
         return min(keep, self.keep_to_fit())
 
     def describe_selection(self, kept_fraction: float) -> str:
-        """"the document has 212,400 tokens, 6.5× the window; kept 14% to fit"."""
-        return (f"the document has {format_count(self.document_tokens)} tokens, {self.windows:.1f}× the "
-                f"{format_count(self.n_ctx)}-token window; kept {format_percent_short(kept_fraction)} to fit")
+        """ "the document has 212,400 tokens, 6.5× the window; kept 14% to fit"."""
+        return (
+            f"the document has {format_count(self.document_tokens)} tokens, {self.windows:.1f}× the "
+            f"{format_count(self.n_ctx)}-token window; kept {format_percent_short(kept_fraction)} to fit"
+        )
 
 
 def seen_fraction(document_tokens: int, seen_tokens: int) -> float:

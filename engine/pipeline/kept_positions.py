@@ -29,7 +29,9 @@ def place_kept(kept_idx: np.ndarray, n_prompt: int, placement: str, limit: int) 
         return np.arange(len(kept_idx), dtype=np.int32), len(kept_idx)
     if placement == "compress":
         positions = compressed_positions(kept_idx, limit)
-        return positions, int(positions[-1]) + 1 if len(positions) else 0  # the tail is always kept: it ends the prompt
+        return positions, int(positions[-1]) + 1 if len(
+            positions
+        ) else 0  # the tail is always kept: it ends the prompt
     raise ValueError(f"unknown placement {placement!r}")
 
 

@@ -55,27 +55,52 @@ def usable(models: list[DiscoveredModel]) -> list[DiscoveredModel]:
 
 
 def choose_draft(target: DiscoveredModel, models: list[DiscoveredModel]) -> DraftChoice:
-    smaller = sorted((m for m in usable(models) if m.resolved_path != target.resolved_path
-                      and m.facts.parameters * 2 <= target.facts.parameters), key=lambda m: m.facts.parameters)
+    smaller = sorted(
+        (
+            m
+            for m in usable(models)
+            if m.resolved_path != target.resolved_path and m.facts.parameters * 2 <= target.facts.parameters
+        ),
+        key=lambda m: m.facts.parameters,
+    )
     for candidate in smaller:
         verdict = _verdict(target.resolved_path, candidate.resolved_path)
         if verdict in ("identical", "compatible"):
-            return DraftChoice(candidate.resolved_path, candidate.name, verdict, "tokens",
-                               f"{candidate.name} is the smallest model found with the target's vocabulary ({verdict})")
+            return DraftChoice(
+                candidate.resolved_path,
+                candidate.name,
+                verdict,
+                "tokens",
+                f"{candidate.name} is the smallest model found with the target's vocabulary ({verdict})",
+            )
     verdict = _verdict(target.resolved_path, defaults.DRAFT.path)
     selection = "spans" if verdict == "different" else "tokens"
-    why = ("no smaller model with the target's vocabulary was found: the bundled draft selects by "
-           "character spans" if selection == "spans" else f"the bundled draft shares its vocabulary ({verdict})")
+    why = (
+        "no smaller model with the target's vocabulary was found: the bundled draft selects by "
+        "character spans"
+        if selection == "spans"
+        else f"the bundled draft shares its vocabulary ({verdict})"
+    )
     return DraftChoice(None, defaults.DRAFT.name, verdict, selection, why)
 
 
-def plan_pair(target: DiscoveredModel, models: list[DiscoveredModel], n_ctx: int = MAX_CONTEXT_DEFAULT) -> PairPlan:
+def plan_pair(
+    target: DiscoveredModel, models: list[DiscoveredModel], n_ctx: int = MAX_CONTEXT_DEFAULT
+) -> PairPlan:
     draft = choose_draft(target, models)
     draft_parameters = _parameters(draft.path or defaults.DRAFT.path)
-    needed = (target.size_bytes + kv_cache_bytes(target.resolved_path, n_ctx)
-              + draft_parameters * DRAFT_BYTES_PER_PARAMETER)
-    return PairPlan(target, draft, needed, psutil.virtual_memory().available,
-                    scaled_prediction(target.facts.parameters, draft_parameters))
+    needed = (
+        target.size_bytes
+        + kv_cache_bytes(target.resolved_path, n_ctx)
+        + draft_parameters * DRAFT_BYTES_PER_PARAMETER
+    )
+    return PairPlan(
+        target,
+        draft,
+        needed,
+        psutil.virtual_memory().available,
+        scaled_prediction(target.facts.parameters, draft_parameters),
+    )
 
 
 def kv_cache_bytes(path: Path, n_ctx: int) -> int:
@@ -100,8 +125,13 @@ def scaled_prediction(target_parameters: int, draft_parameters: int) -> dict | N
     draft_scale = draft_parameters / _parameters(defaults.DRAFT.path)
     baseline = estimate["baseline_ttft_s"] * target_scale
     spec = estimate["draft_s"] * draft_scale + estimate["target_prefill_s"] * target_scale
-    return {"tokens": PREDICTION_TOKENS, "keep": PREDICTION_KEEP, "baseline_ttft_s": baseline,
-            "spec_ttft_s": spec, "speedup": baseline / spec if spec > 0 else 0.0}
+    return {
+        "tokens": PREDICTION_TOKENS,
+        "keep": PREDICTION_KEEP,
+        "baseline_ttft_s": baseline,
+        "spec_ttft_s": spec,
+        "speedup": baseline / spec if spec > 0 else 0.0,
+    }
 
 
 def _parameters(path: Path) -> int:

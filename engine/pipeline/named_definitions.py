@@ -41,8 +41,12 @@ class Definition:
 def named_definitions(question: str, document: str, segments: Sequence[Segment]) -> list[Definition]:
     """The definitions the question names, in document order."""
     index = definitions_by_name(document, tuple(segments))
-    named = {d for name in written_names(question) if name in index and len(index[name]) <= MAX_PLACES
-             and ("." in name or reads_as_code(question, name)) for d in index[name]}
+    named = {
+        d
+        for name in written_names(question)
+        if name in index and len(index[name]) <= MAX_PLACES and ("." in name or reads_as_code(question, name))
+        for d in index[name]
+    }
     return sorted(named, key=lambda d: (d.start, -d.end))
 
 
@@ -74,7 +78,7 @@ def definitions_by_name(document: str, segments: tuple[Segment, ...]) -> dict[st
             continue
         header = file_header(segment.label)
         body_start = segment.start + (len(header) if document.startswith(header, segment.start) else 0)
-        for name, start, end in python_definitions(document[body_start:segment.end]):
+        for name, start, end in python_definitions(document[body_start : segment.end]):
             definition = Definition(name, segment.label, body_start + start, body_start + end)
             for key in {name, name.rpartition(".")[2]}:
                 index.setdefault(key, []).append(definition)

@@ -27,7 +27,7 @@ class TargetPlacement:
 
     @property
     def where(self) -> str:
-        """"GPU (all layers, CUDA)" or "CPU": what the status bar and the run JSON show."""
+        """ "GPU (all layers, CUDA)" or "CPU": what the status bar and the run JSON show."""
         return f"GPU (all layers, {self.backend})" if self.offloaded else "CPU"
 
     def flash_attn(self, requested: str) -> str:

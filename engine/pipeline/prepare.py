@@ -23,8 +23,13 @@ def _quiet(done: int, total: int, label: str) -> None:
     """Progress nobody listens to."""
 
 
-def prepare_models(settings: ModelSettings | None = None, progress: ProgressFn | None = None,
-                   cancel: CancelToken = NEVER, *, repair: bool = False) -> None:
+def prepare_models(
+    settings: ModelSettings | None = None,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken = NEVER,
+    *,
+    repair: bool = False,
+) -> None:
     """Assemble the default models the settings use, then cache the dequantized draft."""
     settings = settings or ModelSettings()
     progress = progress or _quiet

@@ -33,7 +33,9 @@ from engine.pipeline.session import DocumentSession, PrefixKey
 PLACEHOLDER_QUESTION = "?"
 TOO_LONG = "the document is longer than one draft pass: its segments are read with the first question"
 HELD = "the draft's cache holds the document already"
-OTHER_VOCABULARY = "the draft reads another vocabulary's tokens: it drafts the document with the first question"
+OTHER_VOCABULARY = (
+    "the draft reads another vocabulary's tokens: it drafts the document with the first question"
+)
 
 
 class ReadAhead:
@@ -90,7 +92,10 @@ class ReadAhead:
         start, end = prompt.doc_token_span
         try:
             pieces = plan_segments(
-                prompt.n_tokens, prompt.doc_token_span, self._policy.draft_pass_tokens(settings), follow_ups=True
+                prompt.n_tokens,
+                prompt.doc_token_span,
+                self._policy.draft_pass_tokens(settings),
+                follow_ups=True,
             )
         except ValueError as error:  # the template leaves the draft no room: the question's run says so
             return str(error)

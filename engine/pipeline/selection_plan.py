@@ -39,15 +39,22 @@ class SelectionPlan:
     focused_parts: tuple[str, ...] = ()  # the definitions and files the question names, kept first
 
 
-def segment_token_parts(segments: Sequence[Segment], offsets: Sequence[int], doc_start_char: int,
-                        doc_token_span: tuple[int, int]) -> list[tuple[int, int]]:
+def segment_token_parts(
+    segments: Sequence[Segment], offsets: Sequence[int], doc_start_char: int, doc_token_span: tuple[int, int]
+) -> list[tuple[int, int]]:
     """Each segment's token range in the prompt, the empty ones left out (char_token_spans)."""
-    spans = char_token_spans([(seg.start, seg.end) for seg in segments], offsets, doc_start_char, doc_token_span)
+    spans = char_token_spans(
+        [(seg.start, seg.end) for seg in segments], offsets, doc_start_char, doc_token_span
+    )
     return [(a, b) for a, b in spans if b > a]
 
 
-def char_token_spans(char_spans: Sequence[tuple[int, int]], offsets: Sequence[int], doc_start_char: int,
-                     doc_token_span: tuple[int, int]) -> list[tuple[int, int]]:
+def char_token_spans(
+    char_spans: Sequence[tuple[int, int]],
+    offsets: Sequence[int],
+    doc_start_char: int,
+    doc_token_span: tuple[int, int],
+) -> list[tuple[int, int]]:
     """Each document char span's token range in the prompt: its chars shifted by where the document
     starts in the prompt text, found among the tokens' start offsets (within the document's tokens);
     (a, a) when it holds no token."""
@@ -86,38 +93,47 @@ class WantedParts:
     def __bool__(self) -> bool:
         return bool(self.covered or self.files or self.definitions)
 
-    def in_tokens(self, offsets: Sequence[int], doc_start_char: int,
-                  doc_token_span: tuple[int, int]) -> tuple[list[tuple[int, int]], Labelled, Labelled]:
+    def in_tokens(
+        self, offsets: Sequence[int], doc_start_char: int, doc_token_span: tuple[int, int]
+    ) -> tuple[list[tuple[int, int]], Labelled, Labelled]:
         """The covered parts' token ranges, and the named files' and definitions' labelled ranges."""
+
         def labelled(items) -> Labelled:
-            spans = char_token_spans([(item.start, item.end) for item in items], offsets, doc_start_char,
-                                     doc_token_span)
+            spans = char_token_spans(
+                [(item.start, item.end) for item in items], offsets, doc_start_char, doc_token_span
+            )
             return tuple((item.label, (a, b)) for item, (a, b) in zip(items, spans) if b > a)
 
         covered = segment_token_parts(self.covered, offsets, doc_start_char, doc_token_span)
         return covered, labelled(self.files), labelled(self.definitions)
 
 
-def wanted_parts(settings: RunSettings, question: str, document: str, segments: Sequence[Segment]) -> WantedParts:
+def wanted_parts(
+    settings: RunSettings, question: str, document: str, segments: Sequence[Segment]
+) -> WantedParts:
     """What the selection of this question about this document covers and keeps first."""
     several = len(segments) > 1
     covered = segments if several and wants_coverage(settings, question) else ()
     if not (several and settings.named_files == "auto"):  # focus is off, or there is one part only
         return WantedParts(covered)
-    return WantedParts(covered, focused_segments(question, segments),
-                       named_definitions(question, document, segments))
+    return WantedParts(
+        covered, focused_segments(question, segments), named_definitions(question, document, segments)
+    )
 
 
 def focus_notice(labels: Sequence[str]) -> str:
-    """"the question names src/pkg/a.py: its best chunks were kept first"."""
+    """ "the question names src/pkg/a.py: its best chunks were kept first"."""
     its = "its" if len(labels) == 1 else "their"
     return f"the question names {', '.join(labels)}: {its} best chunks were kept first"
 
 
 def question_word_scores(prompt: PreparedPrompt, offsets: Sequence[int], chunk_size: int) -> np.ndarray:
     """Each chunk's BM25 match with the question's words; the question's own chunks get 0."""
-    return bm25_chunk_scores(chunk_texts(prompt.parts.text, offsets, chunk_size), prompt.parts.question,
-                             prompt.tail_start // chunk_size)
+    return bm25_chunk_scores(
+        chunk_texts(prompt.parts.text, offsets, chunk_size),
+        prompt.parts.question,
+        prompt.tail_start // chunk_size,
+    )
 
 
 def long_lookup_tokens(budget: int | None) -> int | None:
@@ -127,9 +143,16 @@ def long_lookup_tokens(budget: int | None) -> int | None:
     return AUTO_LONG_LOOKUP_TOKENS if budget is None else None
 
 
-def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, settings: RunSettings,
-                           budget: int | None, parts: list[tuple[int, int]], offsets: Sequence[int],
-                           focus: Labelled = (), definitions: Labelled = ()) -> SelectionPlan:
+def plan_request_selection(
+    importance: np.ndarray,
+    prompt: PreparedPrompt,
+    settings: RunSettings,
+    budget: int | None,
+    parts: list[tuple[int, int]],
+    offsets: Sequence[int],
+    focus: Labelled = (),
+    definitions: Labelled = (),
+) -> SelectionPlan:
     """The keep, then the selection; `parts` (segment_token_parts, given only when the question wants
     coverage) are covered when there is more than one of them; `definitions` and `focus` (each named
     definition's and file's label and token range) are kept first, in that order. `offsets` (each
@@ -138,18 +161,41 @@ def plan_request_selection(importance: np.ndarray, prompt: PreparedPrompt, setti
     question = prompt.parts.question
     keep, reason = settings.keep, ""
     if keep == AUTO_KEEP:
-        choice = choose_keep(chunk_scores(importance, settings.chunk_size),
-                             protected_chunks(len(importance), settings.chunk_size, prompt.tail_start),
-                             question, AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING, broad_keep=AUTO_KEEP_BROAD,
-                             joined_keep=AUTO_KEEP_JOINED, prompt_tokens=len(importance),
-                             long_tokens=long_lookup_tokens(budget))
+        choice = choose_keep(
+            chunk_scores(importance, settings.chunk_size),
+            protected_chunks(len(importance), settings.chunk_size, prompt.tail_start),
+            question,
+            AUTO_KEEP_FLOOR,
+            AUTO_KEEP_CEILING,
+            broad_keep=AUTO_KEEP_BROAD,
+            joined_keep=AUTO_KEEP_JOINED,
+            prompt_tokens=len(importance),
+            long_tokens=long_lookup_tokens(budget),
+        )
         keep, reason = choice.keep, choice.reason
     covered = parts if len(parts) > 1 else []
-    words = question_word_scores(prompt, offsets, settings.chunk_size) if settings.question_words > 0 else None
-    scores, protected, kept, kept_idx = plan_selection(importance, settings.chunk_size, float(keep),
-                                                       prompt.tail_start, budget, covered,
-                                                       [span for _, span in focus],
-                                                       [span for _, span in definitions],
-                                                       words, settings.question_words)
-    return SelectionPlan(scores, protected, kept, kept_idx, float(keep), reason, len(covered),
-                         tuple(label for label, _ in (*definitions, *focus)))
+    words = (
+        question_word_scores(prompt, offsets, settings.chunk_size) if settings.question_words > 0 else None
+    )
+    scores, protected, kept, kept_idx = plan_selection(
+        importance,
+        settings.chunk_size,
+        float(keep),
+        prompt.tail_start,
+        budget,
+        covered,
+        [span for _, span in focus],
+        [span for _, span in definitions],
+        words,
+        settings.question_words,
+    )
+    return SelectionPlan(
+        scores,
+        protected,
+        kept,
+        kept_idx,
+        float(keep),
+        reason,
+        len(covered),
+        tuple(label for label, _ in (*definitions, *focus)),
+    )

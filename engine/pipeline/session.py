@@ -125,13 +125,26 @@ class DocumentSession:
         held = self._held
         return len(held.tokens) if held is not None and held.valid() else 0
 
-    def key(self, target_path: Path, draft_path: Path, system_prompt: str, n_ctx: int,
-            flash_attn: str) -> PrefixKey:
-        return PrefixKey(self.document_sha256, _file_identity(target_path), _file_identity(draft_path),
-                         system_prompt, n_ctx, flash_attn)
+    def key(
+        self, target_path: Path, draft_path: Path, system_prompt: str, n_ctx: int, flash_attn: str
+    ) -> PrefixKey:
+        return PrefixKey(
+            self.document_sha256,
+            _file_identity(target_path),
+            _file_identity(draft_path),
+            system_prompt,
+            n_ctx,
+            flash_attn,
+        )
 
-    def run_for(self, mode: str, saved: bool = False, cached: bool = False, background: bool = False,
-                fits: bool = True) -> RunName:
+    def run_for(
+        self,
+        mode: str,
+        saved: bool = False,
+        cached: bool = False,
+        background: bool = False,
+        fits: bool = True,
+    ) -> RunName:
         """The run a question gets in `mode` (a spec run below the threshold is bypassed later).
 
         saved: the document's full prefix is in the state store; cached: the prefix context holds
@@ -162,8 +175,9 @@ class DocumentSession:
         n = min(len(held.tokens), len(prefix))
         return n if np.array_equal(held.tokens[:n], prefix[:n]) else 0
 
-    def remember_prefix(self, key: PrefixKey, tokens: np.ndarray, context: LlamaContext,
-                        complete: bool = True) -> None:
+    def remember_prefix(
+        self, key: PrefixKey, tokens: np.ndarray, context: LlamaContext, complete: bool = True
+    ) -> None:
         """`context` now holds these tokens at its current generation: all of the prefix, or (not
         complete) its first ones."""
         self._held = _HeldPrefix(key, np.array(tokens, copy=True), context, context.generation, complete)

@@ -47,47 +47,66 @@ def spec_by_spans(runner, request: Request, placement: str, budget: int | None) 
     target_spans = prompt_token_spans(runner.runtime.model, target)
     offsets = starts_of(draft_spans)
     parts, focus, definitions = runner._segment_parts(draft_request, offsets)
-    plan, kept_idx = _plan_within(score.importance, draft, draft_spans, target, target_spans, budget,
-                                  settings, (parts, offsets, focus, definitions))
+    plan, kept_idx = _plan_within(
+        score.importance,
+        draft,
+        draft_spans,
+        target,
+        target_spans,
+        budget,
+        settings,
+        (parts, offsets, focus, definitions),
+    )
     if plan.focused_parts:
         yield Notice(run, focus_notice(plan.focused_parts))
     kept_positions, next_position = place_kept(kept_idx, target.n_tokens, placement, window.budget)
     select_s = time.perf_counter() - t_select
     start, end = target.doc_token_span
-    seen = seen_fraction(window.document_tokens, int(np.count_nonzero((kept_idx >= start) & (kept_idx < end))))
+    seen = seen_fraction(
+        window.document_tokens, int(np.count_nonzero((kept_idx >= start) & (kept_idx < end)))
+    )
     if not window.fits:
         yield Notice(run, window.describe_selection(seen))
     # The selection as the draft made it: its chunks over its own tokens and their offsets in its prompt.
-    yield SelectionMade(run, Selection(
-        chunk_size=settings.chunk_size,
-        chunk_starts=list(range(0, draft.n_tokens, settings.chunk_size)),
-        chunk_scores=[float(s) for s in plan.scores],
-        kept_chunks=plan.kept,
-        protected_chunks=plan.protected,
-        token_char_offsets=offsets,
-        doc_char_span=draft.parts.doc_char_span,
-    ))
-    result = yield from runner._prefill_and_generate(request, target.tokens[kept_idx], kept_positions, next_position)
-    yield RunFinished(run, RunResult(
-        **request.result_fields(),
-        draft_s=draft_s,
-        select_s=select_s,
-        kept_fraction=len(kept_idx) / target.n_tokens,
-        positions=placement,
-        draft_peak_mem_bytes=draft_peak,
-        draft_window=settings.draft_window,
-        fit="fits" if window.fits else "selected",
-        seen_fraction=seen,
-        keep_reason=plan.keep_reason,
-        covered_parts=plan.covered_parts,
-        focused_parts=list(plan.focused_parts),
-        selection="spans",
-        **result,
-    ))
+    yield SelectionMade(
+        run,
+        Selection(
+            chunk_size=settings.chunk_size,
+            chunk_starts=list(range(0, draft.n_tokens, settings.chunk_size)),
+            chunk_scores=[float(s) for s in plan.scores],
+            kept_chunks=plan.kept,
+            protected_chunks=plan.protected,
+            token_char_offsets=offsets,
+            doc_char_span=draft.parts.doc_char_span,
+        ),
+    )
+    result = yield from runner._prefill_and_generate(
+        request, target.tokens[kept_idx], kept_positions, next_position
+    )
+    yield RunFinished(
+        run,
+        RunResult(
+            **request.result_fields(),
+            draft_s=draft_s,
+            select_s=select_s,
+            kept_fraction=len(kept_idx) / target.n_tokens,
+            positions=placement,
+            draft_peak_mem_bytes=draft_peak,
+            draft_window=settings.draft_window,
+            fit="fits" if window.fits else "selected",
+            seen_fraction=seen,
+            keep_reason=plan.keep_reason,
+            covered_parts=plan.covered_parts,
+            focused_parts=list(plan.focused_parts),
+            selection="spans",
+            **result,
+        ),
+    )
 
 
-def _plan_within(importance, draft, draft_spans, target, target_spans, budget, settings,
-                 wanted) -> tuple[SelectionPlan, np.ndarray]:
+def _plan_within(
+    importance, draft, draft_spans, target, target_spans, budget, settings, wanted
+) -> tuple[SelectionPlan, np.ndarray]:
     """The draft's selection and the target tokens it maps to, within `budget` target tokens."""
     parts, offsets, focus, definitions = wanted
     shrink = 1.0

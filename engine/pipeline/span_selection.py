@@ -38,8 +38,10 @@ def prompt_token_spans(model: LlamaModel, prompt: PreparedPrompt) -> Spans:
     texts = (parts.prefix, parts.document, parts.suffix)
     bounds = ((0, doc_start), (doc_start, doc_end), (doc_end, prompt.n_tokens))
     offsets = (0, len(parts.prefix), len(parts.prefix) + len(parts.document))
-    spans = [shift_spans(token_char_spans(text, pieces[a:b]), offset)
-             for text, (a, b), offset in zip(texts, bounds, offsets, strict=True)]
+    spans = [
+        shift_spans(token_char_spans(text, pieces[a:b]), offset)
+        for text, (a, b), offset in zip(texts, bounds, offsets, strict=True)
+    ]
     return np.concatenate(spans, axis=0)
 
 
@@ -48,9 +50,13 @@ def starts_of(spans: Spans) -> list[int]:
     return np.asarray(spans)[:, 0].tolist()
 
 
-def draft_prompt(draft_vocab: LlamaModel, target_prompt: PreparedPrompt, system_prompt: str) -> PreparedPrompt:
+def draft_prompt(
+    draft_vocab: LlamaModel, target_prompt: PreparedPrompt, system_prompt: str
+) -> PreparedPrompt:
     """The target's document and question as the draft reads them: in the draft's own template."""
-    parts = render_parts(draft_vocab, target_prompt.parts.document, target_prompt.parts.question, system_prompt)
+    parts = render_parts(
+        draft_vocab, target_prompt.parts.document, target_prompt.parts.question, system_prompt
+    )
     return tokenize_parts(draft_vocab, parts)
 
 
@@ -73,13 +79,20 @@ def target_tokens_for(spans: Spans, prompt: PreparedPrompt, token_spans: Spans) 
     return whole.astype(np.int64)
 
 
-def map_kept(draft: PreparedPrompt, draft_spans: Spans, draft_kept: Sequence[int],
-             target: PreparedPrompt, target_spans: Spans) -> np.ndarray:
+def map_kept(
+    draft: PreparedPrompt,
+    draft_spans: Spans,
+    draft_kept: Sequence[int],
+    target: PreparedPrompt,
+    target_spans: Spans,
+) -> np.ndarray:
     """The draft's kept tokens as the target's kept tokens, through the document's characters."""
     return target_tokens_for(kept_document_spans(draft, draft_spans, draft_kept), target, target_spans)
 
 
-def draft_budget(target_budget: int | None, draft_tokens: int, target_tokens: int, shrink: float = 1.0) -> int | None:
+def draft_budget(
+    target_budget: int | None, draft_tokens: int, target_tokens: int, shrink: float = 1.0
+) -> int | None:
     """The draft-token budget that keeps about `target_budget` target tokens (None: no limit), the
     tokens' ratio between the two tokenizations scaled by `shrink` when a first try kept too many."""
     if target_budget is None:

@@ -179,7 +179,9 @@ class StateStore:
         return SavedState.from_json(json.loads(self._sidecar(digest).read_text(encoding="utf-8")))
 
     # -- saving -------------------------------------------------------------------
-    def save(self, context: LlamaContext, key: PrefixKey, prefix: np.ndarray, target_name: str) -> SavedState | None:
+    def save(
+        self, context: LlamaContext, key: PrefixKey, prefix: np.ndarray, target_name: str
+    ) -> SavedState | None:
         """Save sequence 0 of the context (it must hold exactly `prefix`); None when the store is off
         or the state alone is over the cap. Then evict the least recently used beyond the cap."""
         if not self.enabled:
@@ -190,8 +192,9 @@ class StateStore:
             self._evict(keep=digest)
         return entry
 
-    def _write(self, context: LlamaContext, digest: str, key: PrefixKey, prefix: np.ndarray,
-               target_name: str) -> SavedState | None:
+    def _write(
+        self, context: LlamaContext, digest: str, key: PrefixKey, prefix: np.ndarray, target_name: str
+    ) -> SavedState | None:
         temp = self.folder / f".{digest}{STATE_SUFFIX}.{os.getpid()}{TEMP_SUFFIX}"
         try:
             context.save_sequence(temp, prefix)
@@ -202,8 +205,18 @@ class StateStore:
                 log.info("the prefix state (%d bytes) is over the saved-state cap: not saved", size)
                 return None
             now = time.time()
-            entry = SavedState(digest, key_json(key), runtime_version(), target_name, len(prefix), tokens_sha256(prefix), size,
-                               sha256_file(temp), now, now)
+            entry = SavedState(
+                digest,
+                key_json(key),
+                runtime_version(),
+                target_name,
+                len(prefix),
+                tokens_sha256(prefix),
+                size,
+                sha256_file(temp),
+                now,
+                now,
+            )
             self._sidecar(digest).unlink(missing_ok=True)  # an old sidecar must never describe the new state
             os.replace(temp, self._state(digest))
             self._write_sidecar(entry)
@@ -212,8 +225,9 @@ class StateStore:
             temp.unlink(missing_ok=True)
 
     def _write_sidecar(self, entry: SavedState) -> None:
-        write_text_atomic(self._sidecar(entry.digest), json.dumps(asdict(entry), indent=1),
-                          new_file_mode=PRIVATE_FILE_MODE)
+        write_text_atomic(
+            self._sidecar(entry.digest), json.dumps(asdict(entry), indent=1), new_file_mode=PRIVATE_FILE_MODE
+        )
 
     def _evict(self, keep: str) -> None:
         """Drop states without a sidecar or with one that cannot be read, then the least recently used

@@ -31,11 +31,22 @@ log = logging.getLogger(__name__)
 
 Verdict = Literal["identical", "compatible", "different"]
 TOKENS_KEY, TYPES_KEY = "tokenizer.ggml.tokens", "tokenizer.ggml.token_type"
-EXTRA_TYPES = {int(TokenType.UNKNOWN), int(TokenType.CONTROL), int(TokenType.USER_DEFINED), int(TokenType.UNUSED)}
-EXTRA_ATTRS = (L.LLAMA_TOKEN_ATTR_UNKNOWN | L.LLAMA_TOKEN_ATTR_UNUSED | L.LLAMA_TOKEN_ATTR_CONTROL
-               | L.LLAMA_TOKEN_ATTR_USER_DEFINED)
+EXTRA_TYPES = {
+    int(TokenType.UNKNOWN),
+    int(TokenType.CONTROL),
+    int(TokenType.USER_DEFINED),
+    int(TokenType.UNUSED),
+}
+EXTRA_ATTRS = (
+    L.LLAMA_TOKEN_ATTR_UNKNOWN
+    | L.LLAMA_TOKEN_ATTR_UNUSED
+    | L.LLAMA_TOKEN_ATTR_CONTROL
+    | L.LLAMA_TOKEN_ATTR_USER_DEFINED
+)
 # Padding and reserved tokens by their text, for vocabularies that do not type them.
-PADDING = re.compile(r"\[PAD\d*\]|<pad>|<\|PAD_TOKEN\|>|<unused\d+>|<\|reserved_special_token_\d+\|>|<extra_id_\d+>")
+PADDING = re.compile(
+    r"\[PAD\d*\]|<pad>|<\|PAD_TOKEN\|>|<unused\d+>|<\|reserved_special_token_\d+\|>|<extra_id_\d+>"
+)
 
 
 @dataclass(frozen=True)
@@ -110,7 +121,9 @@ def compare_vocabs(target: Vocab, draft: Vocab) -> VocabMatch:
     differing = [i for i in range(shared) if target.tokens[i] != draft.tokens[i]]
     tail = list(range(shared, max(sizes)))
     ids = differing + tail
-    moved = _moved_token(target, draft, ids, ("target", "draft")) or _moved_token(draft, target, ids, ("draft", "target"))
+    moved = _moved_token(target, draft, ids, ("target", "draft")) or _moved_token(
+        draft, target, ids, ("draft", "target")
+    )
     if moved is not None:
         return VocabMatch("different", *sizes, moved)
     return VocabMatch("compatible", *sizes, _compatible_reason(target, draft, len(differing)))
@@ -159,17 +172,23 @@ def compare_files(target_path: Path, draft_path: Path) -> VocabMatch:
     return compare_vocabs(file_vocab(target_path), file_vocab(draft_path))
 
 
-def require_shared_vocab(target: LlamaModel, target_name: str, draft_path: Path, draft_name: str) -> VocabMatch:
+def require_shared_vocab(
+    target: LlamaModel, target_name: str, draft_path: Path, draft_name: str
+) -> VocabMatch:
     """The verdict for the loaded target and the draft on disk; ModelError when they differ."""
     match = compare_vocabs(llama_vocab(target), file_vocab(draft_path))
     if match.verdict == "different":
-        raise ModelError(f"the draft ({draft_name}) and the target ({target_name}) use different vocabularies "
-                         f"({match.reason}); pick a draft from the target's model family")
+        raise ModelError(
+            f"the draft ({draft_name}) and the target ({target_name}) use different vocabularies "
+            f"({match.reason}); pick a draft from the target's model family"
+        )
     log.info("vocabularies %s", match.describe())
     return match
 
 
-def draft_vocab_for_spans(target: LlamaModel, target_name: str, draft_path: Path, draft_name: str) -> LlamaModel | None:
+def draft_vocab_for_spans(
+    target: LlamaModel, target_name: str, draft_path: Path, draft_name: str
+) -> LlamaModel | None:
     """None when the draft selects the target's tokens (identical or compatible vocabularies); else
     the draft's own vocabulary (a vocab-only llama.cpp model), opened for the span path. A draft
     folder of another vocabulary is refused: only a GGUF's tokenizer gives exact byte pieces here."""
@@ -178,7 +197,9 @@ def draft_vocab_for_spans(target: LlamaModel, target_name: str, draft_path: Path
     if match.verdict != "different":
         return None
     if Path(draft_path).is_dir():
-        raise ModelError(f"the draft ({draft_name}) and the target ({target_name}) use different vocabularies "
-                         f"({match.reason}); a draft of another family must be a GGUF file")
+        raise ModelError(
+            f"the draft ({draft_name}) and the target ({target_name}) use different vocabularies "
+            f"({match.reason}); a draft of another family must be a GGUF file"
+        )
     log.info("the draft selects through character spans: %s", match.reason)
     return LlamaModel(Path(draft_path), vocab_only=True)

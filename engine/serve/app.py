@@ -61,13 +61,21 @@ def create_app(worker: EngineWorker, config: ServeConfig, metrics: Metrics | Non
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         message = f"{request.method} {request.url.path}: {exc.detail}"
-        return refuse(for_status(exc.status_code, message, "not_found" if exc.status_code == 404 else None),
-                      request.url.path)
+        return refuse(
+            for_status(exc.status_code, message, "not_found" if exc.status_code == 404 else None),
+            request.url.path,
+        )
 
     def authorize(request: Request) -> None:
-        if config.api_key is not None and not key_matches(request.headers.get("authorization"), config.api_key):
-            raise ApiError(401, "a valid API key is required: send `Authorization: Bearer KEY`",
-                           type="authentication_error", code="invalid_api_key")
+        if config.api_key is not None and not key_matches(
+            request.headers.get("authorization"), config.api_key
+        ):
+            raise ApiError(
+                401,
+                "a valid API key is required: send `Authorization: Bearer KEY`",
+                type="authentication_error",
+                code="invalid_api_key",
+            )
 
     def model_card() -> dict:
         return {"id": config.model_id, "object": "model", "created": created, "owned_by": "specprefill"}
@@ -75,8 +83,13 @@ def create_app(worker: EngineWorker, config: ServeConfig, metrics: Metrics | Non
     @app.get("/health")
     async def health() -> JSONResponse:
         status = "ok" if not worker.closing else "shutting_down"
-        body = {"status": status, "model": config.model_id, "running": worker.running,
-                "waiting": worker.waiting, "capacity": worker.capacity}
+        body = {
+            "status": status,
+            "model": config.model_id,
+            "running": worker.running,
+            "waiting": worker.waiting,
+            "capacity": worker.capacity,
+        }
         return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
     @app.get("/v1/models")
@@ -89,40 +102,55 @@ def create_app(worker: EngineWorker, config: ServeConfig, metrics: Metrics | Non
     async def model(model: str, request: Request) -> dict:
         authorize(request)
         if model != config.model_id:
-            raise ApiError(404, f"the model {model!r} does not exist; this server serves {config.model_id!r}",
-                           param="model", code="model_not_found")
+            raise ApiError(
+                404,
+                f"the model {model!r} does not exist; this server serves {config.model_id!r}",
+                param="model",
+                code="model_not_found",
+            )
         metrics.count_request("/v1/models", 200)
         return model_card()
 
     @app.get("/metrics")
     async def metrics_page(request: Request) -> PlainTextResponse:
         authorize(request)
-        return PlainTextResponse(metrics.render(worker.running, worker.waiting),
-                                 media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(
+            metrics.render(worker.running, worker.waiting), media_type="text/plain; version=0.0.4"
+        )
 
     @app.post(CHAT_ROUTE)
     async def chat_completions(request: Request) -> Response:
         authorize(request)
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > config.max_body_bytes:
-            raise ApiError(413, f"the request body is over the limit of {config.max_body_bytes:,} bytes",
-                           code="body_too_large")
+            raise ApiError(
+                413,
+                f"the request body is over the limit of {config.max_body_bytes:,} bytes",
+                code="body_too_large",
+            )
         data = parse_json(await read_limited(request.stream(), config.max_body_bytes))
         chat = parse_chat_request(data, config.model_id, config.defaults, config.default_mode)
         job = job_for(chat, asyncio.get_running_loop())
         try:
             worker.submit(job)
         except QueueFull as exc:
-            raise ApiError(429, str(exc), type="rate_limit_error", code="queue_full",
-                           headers={"Retry-After": str(exc.retry_after_s)}) from None
+            raise ApiError(
+                429,
+                str(exc),
+                type="rate_limit_error",
+                code="queue_full",
+                headers={"Retry-After": str(exc.retry_after_s)},
+            ) from None
         except ShuttingDown as exc:
             raise for_status(503, str(exc), "shutting_down") from None
         cid = completion_id()
         if chat.stream:
             metrics.count_request(CHAT_ROUTE, 200)
-            return StreamingResponse(stream(job, chat, cid, config.model_id, request.is_disconnected),
-                                     media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return StreamingResponse(
+                stream(job, chat, cid, config.model_id, request.is_disconnected),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
         try:
             body = await complete(job, chat, cid, config.model_id, request.is_disconnected)
         except ClientGone:

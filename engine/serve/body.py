@@ -16,10 +16,19 @@ from engine.serve.errors import ApiError, bad_request, unsupported
 MAX_STOPS = 4
 # Fields accepted only at the value that means "off" (or greedy decoding): anything else is refused.
 NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
-    "temperature": (None, 0, 0.0), "top_p": (None, 1, 1.0), "n": (None, 1),
-    "presence_penalty": (None, 0, 0.0), "frequency_penalty": (None, 0, 0.0), "logprobs": (None, False),
-    "top_logprobs": (None, 0), "logit_bias": (None, {}), "tools": (None, []), "tool_choice": (None, "none"),
-    "functions": (None, []), "function_call": (None, "none"), "parallel_tool_calls": (None, False, True),
+    "temperature": (None, 0, 0.0),
+    "top_p": (None, 1, 1.0),
+    "n": (None, 1),
+    "presence_penalty": (None, 0, 0.0),
+    "frequency_penalty": (None, 0, 0.0),
+    "logprobs": (None, False),
+    "top_logprobs": (None, 0),
+    "logit_bias": (None, {}),
+    "tools": (None, []),
+    "tool_choice": (None, "none"),
+    "functions": (None, []),
+    "function_call": (None, "none"),
+    "parallel_tool_calls": (None, False, True),
     "response_format": (None, {"type": "text"}),
 }
 WHY_REFUSED = {
@@ -27,8 +36,18 @@ WHY_REFUSED = {
     "top_p": "this server decodes greedily: top_p must be 1 or absent",
     "n": "this server returns one choice: n must be 1 or absent",
 }
-HONOURED = {"model", "messages", "max_tokens", "max_completion_tokens", "stop", "seed", "stream",
-            "stream_options", "user", "specprefill"}
+HONOURED = {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+    "stream",
+    "stream_options",
+    "user",
+    "specprefill",
+}
 
 
 @dataclass(frozen=True)
@@ -47,7 +66,9 @@ async def read_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
     async for chunk in chunks:
         body += chunk
         if len(body) > limit:
-            raise ApiError(413, f"the request body is over the limit of {limit:,} bytes", code="body_too_large")
+            raise ApiError(
+                413, f"the request body is over the limit of {limit:,} bytes", code="body_too_large"
+            )
     return bytes(body)
 
 
@@ -104,7 +125,9 @@ def stream_flags(data: dict[str, Any]) -> tuple[bool, bool]:
         raise unsupported("stream_options", "stream_options takes include_usage only")
     include = options.get("include_usage", False)
     if not isinstance(include, bool):
-        raise bad_request("stream_options.include_usage must be true or false", "stream_options.include_usage")
+        raise bad_request(
+            "stream_options.include_usage must be true or false", "stream_options.include_usage"
+        )
     return stream, include
 
 
@@ -126,15 +149,20 @@ def spec_options(value: Any, default_mode: str) -> tuple[str, dict[str, Any]]:
     return mode, overrides
 
 
-def parse_chat_request(data: dict[str, Any], model_id: str, defaults: RunSettings,
-                       default_mode: str) -> ChatRequest:
+def parse_chat_request(
+    data: dict[str, Any], model_id: str, defaults: RunSettings, default_mode: str
+) -> ChatRequest:
     """The request as the engine runs it; any field it cannot honour is a 400 (unknown model: 404)."""
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request("model is required", "model", "missing_required_parameter")
     if model != model_id:
-        raise ApiError(404, f"the model {model!r} does not exist; this server serves {model_id!r}",
-                       param="model", code="model_not_found")
+        raise ApiError(
+            404,
+            f"the model {model!r} does not exist; this server serves {model_id!r}",
+            param="model",
+            code="model_not_found",
+        )
     check_fields(data)
     conversation = conversation_of(parse_messages(data.get("messages")))
     if data.get("seed") is not None and (isinstance(data["seed"], bool) or not isinstance(data["seed"], int)):

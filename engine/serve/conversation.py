@@ -48,14 +48,21 @@ def message_text(content: Any, index: int) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            if (
+                not isinstance(part, dict)
+                or part.get("type") != "text"
+                or not isinstance(part.get("text"), str)
+            ):
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise unsupported(f"messages[{index}].content",
-                                  f"only text content is supported, got a part of type {kind!r}")
+                raise unsupported(
+                    f"messages[{index}].content",
+                    f"only text content is supported, got a part of type {kind!r}",
+                )
             texts.append(part["text"])
         return "\n".join(texts)
-    raise bad_request(f"messages[{index}].content must be a string or a list of text parts",
-                      f"messages[{index}].content")
+    raise bad_request(
+        f"messages[{index}].content must be a string or a list of text parts", f"messages[{index}].content"
+    )
 
 
 def parse_messages(raw: Any) -> list[Message]:
@@ -67,13 +74,17 @@ def parse_messages(raw: Any) -> list[Message]:
             raise bad_request(f"messages[{i}] must be an object", f"messages[{i}]")
         role = item.get("role")
         if role not in ROLES:
-            raise unsupported(f"messages[{i}].role",
-                              f"messages[{i}].role {role!r} is not supported; expected one of {', '.join(ROLES)}")
+            raise unsupported(
+                f"messages[{i}].role",
+                f"messages[{i}].role {role!r} is not supported; expected one of {', '.join(ROLES)}",
+            )
         if item.get("tool_calls") or item.get("function_call"):
             raise unsupported(f"messages[{i}]", "tool calls are not supported")
         messages.append(Message(role, message_text(item.get("content"), i)))
     if messages[-1].role != "user":
-        raise bad_request("the last message must be the user's: it is the question", f"messages[{len(raw) - 1}]")
+        raise bad_request(
+            "the last message must be the user's: it is the question", f"messages[{len(raw) - 1}]"
+        )
     if not messages[-1].text.strip():
         raise bad_request("the last user message is empty", f"messages[{len(raw) - 1}].content")
     return messages

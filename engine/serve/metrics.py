@@ -27,9 +27,15 @@ class Histogram:
         self.sum += value
 
     def lines(self, name: str) -> list[str]:
-        rows = [f'{name}_bucket{{le="{bound:g}"}} {n}' for bound, n in zip(self.buckets, self.counts, strict=True)]
-        return [*rows, f'{name}_bucket{{le="+Inf"}} {self.total}', f"{name}_sum {self.sum:.6f}",
-                f"{name}_count {self.total}"]
+        rows = [
+            f'{name}_bucket{{le="{bound:g}"}} {n}' for bound, n in zip(self.buckets, self.counts, strict=True)
+        ]
+        return [
+            *rows,
+            f'{name}_bucket{{le="+Inf"}} {self.total}',
+            f"{name}_sum {self.sum:.6f}",
+            f"{name}_count {self.total}",
+        ]
 
 
 class Metrics:
@@ -55,22 +61,36 @@ class Metrics:
 
     def render(self, queue_running: int, queue_waiting: int) -> str:
         with self._lock:
-            lines = ["# HELP specprefill_requests_total HTTP requests answered, by route and status.",
-                     "# TYPE specprefill_requests_total counter"]
-            lines += [f'specprefill_requests_total{{route="{route}",status="{status}"}} {n}'
-                      for (route, status), n in sorted(self.requests.items())]
-            lines += ["# HELP specprefill_ttft_seconds Time to first token of each answer.",
-                      "# TYPE specprefill_ttft_seconds histogram", *self.ttft.lines("specprefill_ttft_seconds"),
-                      "# HELP specprefill_kept_fraction Share of the prompt SpecPrefill kept (SpecPrefill runs).",
-                      "# TYPE specprefill_kept_fraction histogram", *self.kept.lines("specprefill_kept_fraction"),
-                      "# HELP specprefill_served_by_total Answers by how their prefill was served.",
-                      "# TYPE specprefill_served_by_total counter"]
-            lines += [f'specprefill_served_by_total{{served_by="{k}"}} {n}' for k, n in sorted(self.served_by.items())]
+            lines = [
+                "# HELP specprefill_requests_total HTTP requests answered, by route and status.",
+                "# TYPE specprefill_requests_total counter",
+            ]
+            lines += [
+                f'specprefill_requests_total{{route="{route}",status="{status}"}} {n}'
+                for (route, status), n in sorted(self.requests.items())
+            ]
+            lines += [
+                "# HELP specprefill_ttft_seconds Time to first token of each answer.",
+                "# TYPE specprefill_ttft_seconds histogram",
+                *self.ttft.lines("specprefill_ttft_seconds"),
+                "# HELP specprefill_kept_fraction Share of the prompt SpecPrefill kept (SpecPrefill runs).",
+                "# TYPE specprefill_kept_fraction histogram",
+                *self.kept.lines("specprefill_kept_fraction"),
+                "# HELP specprefill_served_by_total Answers by how their prefill was served.",
+                "# TYPE specprefill_served_by_total counter",
+            ]
+            lines += [
+                f'specprefill_served_by_total{{served_by="{k}"}} {n}'
+                for k, n in sorted(self.served_by.items())
+            ]
             hits = sum(self.served_by[k] for k in CACHE_HITS)
-            lines += ["# HELP specprefill_cache_hits_total Answers served from a cached or saved prefix.",
-                      "# TYPE specprefill_cache_hits_total counter", f"specprefill_cache_hits_total {hits}",
-                      "# HELP specprefill_queue_requests Requests running and waiting for the engine.",
-                      "# TYPE specprefill_queue_requests gauge",
-                      f'specprefill_queue_requests{{state="running"}} {queue_running}',
-                      f'specprefill_queue_requests{{state="waiting"}} {queue_waiting}']
+            lines += [
+                "# HELP specprefill_cache_hits_total Answers served from a cached or saved prefix.",
+                "# TYPE specprefill_cache_hits_total counter",
+                f"specprefill_cache_hits_total {hits}",
+                "# HELP specprefill_queue_requests Requests running and waiting for the engine.",
+                "# TYPE specprefill_queue_requests gauge",
+                f'specprefill_queue_requests{{state="running"}} {queue_running}',
+                f'specprefill_queue_requests{{state="waiting"}} {queue_waiting}',
+            ]
         return "\n".join(lines) + "\n"

@@ -29,10 +29,16 @@ def usage_of(result: RunResult) -> dict[str, Any]:
             "kept_fraction": round(result.kept_fraction, 4) if spec else 1.0,
             "positions": result.positions,
             "served_by": result.served_by,
-            "selection": {"prefill_tokens": result.prefill_tokens, "keep_reason": result.keep_reason,
-                          "bypassed": result.bypassed, "bypass_reason": result.bypass_reason,
-                          "fit": result.fit, "seen_fraction": round(result.seen_fraction, 4),
-                          "draft_s": round(result.draft_s, 4), "select_s": round(result.select_s, 4)},
+            "selection": {
+                "prefill_tokens": result.prefill_tokens,
+                "keep_reason": result.keep_reason,
+                "bypassed": result.bypassed,
+                "bypass_reason": result.bypass_reason,
+                "fit": result.fit,
+                "seen_fraction": round(result.seen_fraction, 4),
+                "draft_s": round(result.draft_s, 4),
+                "select_s": round(result.select_s, 4),
+            },
         },
     }
 
@@ -42,19 +48,43 @@ def finish_reason(result: RunResult, stopped: bool) -> str:
 
 
 def completion(cid: str, model: str, text: str, result: RunResult, stopped: bool) -> dict[str, Any]:
-    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "logprobs": None, "finish_reason": finish_reason(result, stopped)}],
-            "usage": usage_of(result)}
+    return {
+        "id": cid,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": finish_reason(result, stopped),
+            }
+        ],
+        "usage": usage_of(result),
+    }
 
 
-def chunk(cid: str, model: str, delta: dict[str, Any] | None = None, finish: str | None = None,
-          usage: dict[str, Any] | None = None) -> dict[str, Any]:
+def chunk(
+    cid: str,
+    model: str,
+    delta: dict[str, Any] | None = None,
+    finish: str | None = None,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One chunk of a stream: a delta, the last one's finish reason, or (choices empty) the usage."""
-    choices = [] if usage is not None else [{"index": 0, "delta": delta or {}, "logprobs": None,
-                                             "finish_reason": finish}]
-    body: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
-                            "model": model, "choices": choices}
+    choices = (
+        []
+        if usage is not None
+        else [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}]
+    )
+    body: dict[str, Any] = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+    }
     if usage is not None:
         body["usage"] = usage
     return body
@@ -85,11 +115,13 @@ class StopScanner:
         cuts = [i for i in (self.pending.find(s) for s in self.stops) if i >= 0]
         if cuts:
             self.stopped = True
-            out, self.pending = self.pending[:min(cuts)], ""
+            out, self.pending = self.pending[: min(cuts)], ""
             return out
-        hold = max((n for s in self.stops for n in range(1, len(s)) if self.pending.endswith(s[:n])), default=0)
-        out = self.pending[:len(self.pending) - hold]
-        self.pending = self.pending[len(out):]
+        hold = max(
+            (n for s in self.stops for n in range(1, len(s)) if self.pending.endswith(s[:n])), default=0
+        )
+        out = self.pending[: len(self.pending) - hold]
+        self.pending = self.pending[len(out) :]
         return out
 
     def flush(self) -> str:

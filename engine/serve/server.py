@@ -23,6 +23,13 @@ class GracefulServer(uvicorn.Server):
 
 
 def serve(app: FastAPI, host: str, port: int, shutdown_timeout_s: float, log_level: str = "info") -> None:
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=shutdown_timeout_s, lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=shutdown_timeout_s,
+        lifespan="on",
+    )
     GracefulServer(config).run()

@@ -67,15 +67,18 @@ class BackgroundFill:
     def start(self, session: DocumentSession, settings: RunSettings) -> None:
         self.wait()
         if settings.background_prefill and self.engine.background_needed(session, settings):
-            self.thread = threading.Thread(target=self._fill, args=(session, settings), daemon=True,
-                                           name="background-prefill")
+            self.thread = threading.Thread(
+                target=self._fill, args=(session, settings), daemon=True, name="background-prefill"
+            )
             self.thread.start()
 
     def _fill(self, session: DocumentSession, settings: RunSettings) -> None:
         try:
             for event in self.engine.background_prefill(session, settings, self.cancel):
                 if getattr(event, "status", ""):
-                    log.info("background full prefill %s (%d/%d tokens)", event.status, event.done, event.total)
+                    log.info(
+                        "background full prefill %s (%d/%d tokens)", event.status, event.done, event.total
+                    )
         except Exception:  # the fill is an optimisation: a failure leaves the answers as they were
             log.exception("background full prefill failed")
 
@@ -90,8 +93,9 @@ class BackgroundFill:
 
 
 class EngineWorker:
-    def __init__(self, engine, capacity: int, metrics: Metrics | None = None,
-                 background: bool = True) -> None:
+    def __init__(
+        self, engine, capacity: int, metrics: Metrics | None = None, background: bool = True
+    ) -> None:
         self.engine, self.capacity, self.metrics = engine, capacity, metrics or Metrics()
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._lock = threading.Lock()
@@ -174,8 +178,11 @@ class EngineWorker:
                     job.put(event.text)
                 elif isinstance(event, RunFinished):
                     r = event.result
-                    self.metrics.record_answer(r.ttft_s, r.served_by or r.run,
-                                               None if r.run == "baseline" or r.bypassed else r.kept_fraction)
+                    self.metrics.record_answer(
+                        r.ttft_s,
+                        r.served_by or r.run,
+                        None if r.run == "baseline" or r.bypassed else r.kept_fraction,
+                    )
                     job.put(r)
                 elif isinstance(event, Notice):
                     log.info("notice: %s", event.message)

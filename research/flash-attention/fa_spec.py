@@ -3,6 +3,7 @@ original (gapped) positions, as a SpecPrefill run does (8K tokens of mpfi.pdf by
 
 Usage: python research/flash-attention/fa_spec.py [--tokens 8192] [--rounds 3] [--doc PDF] [--model GGUF]
 One line a prefill; the log of the default run is fa_spec.log beside this file."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,22 +34,30 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_backend()
     m = LlamaModel(args.model)
-    toks = np.array(m.tokenize(load_document(args.doc).text, parse_special=False)[:args.tokens], dtype=np.int32)
+    toks = np.array(
+        m.tokenize(load_document(args.doc).text, parse_special=False)[: args.tokens], dtype=np.int32
+    )
     n_chunks = len(toks) // CHUNK
     rng = np.random.default_rng(0)
     chunks = np.sort(rng.choice(n_chunks, size=max(1, math.ceil(args.keep * n_chunks)), replace=False))
     idx = np.concatenate([np.arange(c * CHUNK, c * CHUNK + CHUNK) for c in chunks])
     kept, pos = toks[idx], idx.astype(np.int32)
-    ctxs = {fa: LlamaContext(m, n_ctx=32768, n_batch=512, n_threads=args.threads, flash_attn=fa) for fa in ("on", "off")}
+    ctxs = {
+        fa: LlamaContext(m, n_ctx=32768, n_batch=512, n_threads=args.threads, flash_attn=fa)
+        for fa in ("on", "off")
+    }
     for rnd in range(args.rounds):
-        for fa in (("on", "off") if rnd % 2 == 0 else ("off", "on")):
+        for fa in ("on", "off") if rnd % 2 == 0 else ("off", "on"):
             ctx = ctxs[fa]
             ctx.clear()
             t = time.perf_counter()
             for s in range(0, len(kept), 512):
                 e = min(len(kept), s + 512)
                 assert ctx.decode(kept[s:e], pos[s:e], e == len(kept)) == 0
-            print(f"round {rnd} fa={fa} kept-prefill {len(kept)} tokens: {time.perf_counter() - t:.2f}s", flush=True)
+            print(
+                f"round {rnd} fa={fa} kept-prefill {len(kept)} tokens: {time.perf_counter() - t:.2f}s",
+                flush=True,
+            )
     for ctx in ctxs.values():
         ctx.close()
     return 0

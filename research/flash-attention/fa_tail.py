@@ -2,6 +2,7 @@
 
 Usage: python research/flash-attention/fa_tail.py 4096 on,off [--doc PDF] [--model GGUF]
 One line per setting, in the order given; the log of `4096 on,off` is fa_tail-4k.log beside this file."""
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     n = args.tokens
     ensure_backend()
     m = LlamaModel(args.model)
-    toks = np.array(m.tokenize(load_document(args.doc).text, parse_special=False)[:n + TAIL], dtype=np.int32)
-    prefix, tail = toks[:n], toks[n:n + TAIL]
+    toks = np.array(m.tokenize(load_document(args.doc).text, parse_special=False)[: n + TAIL], dtype=np.int32)
+    prefix, tail = toks[:n], toks[n : n + TAIL]
     for fa in args.modes.split(","):
         ctx = LlamaContext(m, n_ctx=32768, n_batch=512, n_threads=args.threads, flash_attn=fa)
         t = time.perf_counter()
@@ -52,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             assert ctx.decode(np.array([first], np.int32), np.array([n + len(tail) + i], np.int32), True) == 0
             steps.append(time.perf_counter() - t)
-        print(f"fa={fa} N={n} cold={cold:.1f}s tail={[f'{x:.3f}' for x in tails]} "
-              f"decode={[f'{x:.3f}' for x in steps]} first={first}", flush=True)
+        print(
+            f"fa={fa} N={n} cold={cold:.1f}s tail={[f'{x:.3f}' for x in tails]} "
+            f"decode={[f'{x:.3f}' for x in steps]} first={first}",
+            flush=True,
+        )
         ctx.close()
     return 0
 

@@ -50,8 +50,12 @@ def gpu_used_mib() -> float | None:
     """The GPU's used memory as nvidia-smi counts it (CUDA contexts included). The machine measured ran
     nothing else, so the change from before this process touched CUDA is this process's."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
-                             capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
         return float(out.split()[0])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
@@ -65,7 +69,9 @@ def measure(scorer, config, n_prompt: int, window: int, settings: RunSettings, r
     from engine.draft.scorer import ScoringParams
 
     tokens = np.random.default_rng(n_prompt).integers(0, config.vocab_size, n_prompt).tolist()
-    params = ScoringParams(settings.lookahead, settings.kernel, window, settings.first_scored_layer, QUESTION_ROWS)
+    params = ScoringParams(
+        settings.lookahead, settings.kernel, window, settings.first_scored_layer, QUESTION_ROWS
+    )
     seconds = []
     for _ in range(repeats):
         gc.collect()
@@ -79,7 +85,10 @@ def measure(scorer, config, n_prompt: int, window: int, settings: RunSettings, r
         seconds.append(round(time.perf_counter() - start, 3))
     need = draft_scoring_need(config, 2, n_prompt, QUESTION_ROWS)
     return {
-        "n_prompt": n_prompt, "window": window, "steps": result.steps, "seconds": seconds,
+        "n_prompt": n_prompt,
+        "window": window,
+        "steps": result.steps,
+        "seconds": seconds,
         "median_seconds": round(float(np.median(seconds)), 3),
         "peak_allocated_mib": round(torch.cuda.max_memory_allocated() / MIB, 1),
         "peak_reserved_mib": round(torch.cuda.max_memory_reserved() / MIB, 1),
@@ -123,10 +132,17 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(measure(scorer, model.config, n, window, settings, args.repeats))
             print(json.dumps(runs[-1]), flush=True)
     report = {
-        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "dtype": str(device.dtype),
-        "parameters": sum(p.numel() for p in model.parameters()), "weights_mib": round(weights_mib, 1),
-        "gpu_used_idle_mib": idle_mib, "gpu_used_with_context_mib": context_mib, "load_seconds": round(load_seconds, 2),
-        "lookahead": settings.lookahead, "question_rows": QUESTION_ROWS, "runs": runs,
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "dtype": str(device.dtype),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "weights_mib": round(weights_mib, 1),
+        "gpu_used_idle_mib": idle_mib,
+        "gpu_used_with_context_mib": context_mib,
+        "load_seconds": round(load_seconds, 2),
+        "lookahead": settings.lookahead,
+        "question_rows": QUESTION_ROWS,
+        "runs": runs,
     }
     text = json.dumps(report, indent=1)
     if args.json:

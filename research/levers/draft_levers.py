@@ -39,7 +39,7 @@ def kept_char_mask(n_chars, offsets, kept_idx):
     ends = offsets[1:] + [n_chars]
     mask = np.zeros(n_chars, dtype=bool)
     for i in kept_idx:
-        mask[offsets[i]:ends[i]] = True
+        mask[offsets[i] : ends[i]] = True
     return mask
 
 
@@ -50,7 +50,7 @@ def needle_kept(text, span, answers, mask):
         start = lower.find(answer.lower(), span[0], span[1])
         while start != -1:
             found_any = True
-            if mask[start:start + len(answer)].all():
+            if mask[start : start + len(answer)].all():
                 return True
             start = lower.find(answer.lower(), start + 1, span[1])
     return False if found_any else None
@@ -67,7 +67,7 @@ def smol_importance_on_target(smol_scorer, smol_tok, text, offsets, n_target):
     for (a, b), v in zip(enc["offset_mapping"], res.importance):
         char_imp[a:b] = np.maximum(char_imp[a:b], v)
     ends = offsets[1:] + [len(text)]
-    imp = np.array([char_imp[a:max(b, a + 1)].mean() for a, b in zip(offsets, ends)])
+    imp = np.array([char_imp[a : max(b, a + 1)].mean() for a, b in zip(offsets, ends)])
     return imp[:n_target], dt, len(enc["input_ids"])
 
 
@@ -76,10 +76,12 @@ STEPS, LOOK = [], []
 
 def recording(step_importance):
     """step_importance that also appends each step's importance to STEPS."""
+
     def record(rows, kernel):
         out = step_importance(rows, kernel)
         STEPS.append(out)
         return out
+
     return record
 
 
@@ -90,6 +92,7 @@ def _timed(fn):
             return fn(*a, **k)
         finally:
             LOOK.append(time.perf_counter() - t)
+
     return wrapper
 
 
@@ -97,8 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("smol", type=Path, metavar="SMOLLM2.gguf", help="SmolLM2-135M-Instruct's GGUF")
     parser.add_argument("keep", type=float, nargs="?", default=0.2)
-    parser.add_argument("--suite", type=Path, default=dev_suite_path(),
-                        help="a suite; its cases with expected answers are scored (default: the dev suite)")
+    parser.add_argument(
+        "--suite",
+        type=Path,
+        default=dev_suite_path(),
+        help="a suite; its cases with expected answers are scored (default: the dev suite)",
+    )
     args = parser.parse_args(argv)
     SMOL, KEEP, SUITE = args.smol, args.keep, args.suite
 
@@ -120,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     smol_model = load_draft_model(SMOL, device, ATTN_IMPL, "int8")
     from transformers import AutoTokenizer
+
     smol_tok = AutoTokenizer.from_pretrained(str(SMOL.parent), gguf_file=SMOL.name)
     print(f"smol load {time.perf_counter() - t0:.1f}s", flush=True)
     smol = DraftScorer(smol_model, draft_eos_ids(smol_model))
@@ -170,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
             mask = kept_char_mask(len(text), offsets, kept_idx)
             row[name] = {"draft_s": round(dt, 2), "needle": needle_kept(text, span, case["answers"], mask)}
         for name in kept_sets:
-            row[name]["overlap_with_qwen"] = round(len(kept_sets[name] & kept_sets["qwen"]) / len(kept_sets["qwen"]), 3)
+            row[name]["overlap_with_qwen"] = round(
+                len(kept_sets[name] & kept_sets["qwen"]) / len(kept_sets["qwen"]), 3
+            )
         print(json.dumps(row), flush=True)
         rows.append(row)
     print("SUMMARY")
@@ -179,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         total_s = sum(r[name]["draft_s"] for r in rows)
         tok = sum(r["tokens"] for r in rows)
         ov = np.mean([r[name]["overlap_with_qwen"] for r in rows])
-        print(f"{name:9s} needles kept {kept}/{len(rows)}  draft {total_s:.1f}s  ({tok / total_s:.0f} target tok/s)  chunk overlap with qwen {ov:.2f}")
+        print(
+            f"{name:9s} needles kept {kept}/{len(rows)}  draft {total_s:.1f}s  ({tok / total_s:.0f} target tok/s)  chunk overlap with qwen {ov:.2f}"
+        )
     engine.close()
     return 0
 

@@ -46,11 +46,13 @@ def main(bench_local: str, bench_16k: str, probe: str) -> None:
     p0 = y1 - q * n1
 
     linear_ratio = LLAMA_70B[0] / QWEN_1_5B[0]
-    attention_ratio = (LLAMA_70B[1] * LLAMA_70B[2] * LLAMA_70B[3]) / (QWEN_1_5B[1] * QWEN_1_5B[2] * QWEN_1_5B[3])
+    attention_ratio = (LLAMA_70B[1] * LLAMA_70B[2] * LLAMA_70B[3]) / (
+        QWEN_1_5B[1] * QWEN_1_5B[2] * QWEN_1_5B[3]
+    )
     hidden_ratio = LLAMA_70B[4] / QWEN_1_5B[4]
 
     def compute_s(tokens: int) -> float:
-        return linear_ratio * b * tokens + attention_ratio * c * tokens ** 2
+        return linear_ratio * b * tokens + attention_ratio * c * tokens**2
 
     def network_s(tokens: int) -> float:
         return tokens * (p0 * hidden_ratio + q * tokens) / LINK_BYTES_S
@@ -59,24 +61,39 @@ def main(bench_local: str, bench_16k: str, probe: str) -> None:
     full = compute_s(N) + network_s(N)
     spec = draft_16k + compute_s(kept) + network_s(kept)
     figures = {
-        "fit_1_5b": {"b_s_per_token": b, "c_s_per_token2": c, "check_4k_s": b * 4096 + c * 4096 ** 2,
-                     "measured_4k_s": rows[4096]["baseline_prefill_s"]},
+        "fit_1_5b": {
+            "b_s_per_token": b,
+            "c_s_per_token2": c,
+            "check_4k_s": b * 4096 + c * 4096**2,
+            "measured_4k_s": rows[4096]["baseline_prefill_s"],
+        },
         "bytes_per_token_1_5b": {"p": p0, "q_per_context_token": q},
         "ratios": {"linear": linear_ratio, "attention": attention_ratio, "hidden": hidden_ratio},
         "70b_full_16k": {"compute_s": compute_s(N), "network_s": network_s(N), "ttft_s": full},
-        "70b_spec_16k": {"draft_s": draft_16k, "compute_s": compute_s(kept), "network_s": network_s(kept),
-                         "ttft_s": spec},
+        "70b_spec_16k": {
+            "draft_s": draft_16k,
+            "compute_s": compute_s(kept),
+            "network_s": network_s(kept),
+            "ttft_s": spec,
+        },
         "speedup": full / spec,
-        "memory": {"weights_gb": WEIGHTS_70B_Q4_GB, "kv_16k_gb": KV_70B_GB_PER_TOKEN * N,
-                   "per_machine_gb": (WEIGHTS_70B_Q4_GB + KV_70B_GB_PER_TOKEN * N) / 3},
+        "memory": {
+            "weights_gb": WEIGHTS_70B_Q4_GB,
+            "kv_16k_gb": KV_70B_GB_PER_TOKEN * N,
+            "per_machine_gb": (WEIGHTS_70B_Q4_GB + KV_70B_GB_PER_TOKEN * N) / 3,
+        },
     }
     print(json.dumps(figures, indent=2))
 
 
 def cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("bench_local", help="`specprefill bench --json` with 4K and 8K rows (bench-local.json)")
-    parser.add_argument("bench_16k", help="`specprefill bench --sessions --json` at 16K (bench-sessions-mpfi-16k.json)")
+    parser.add_argument(
+        "bench_local", help="`specprefill bench --json` with 4K and 8K rows (bench-local.json)"
+    )
+    parser.add_argument(
+        "bench_16k", help="`specprefill bench --sessions --json` at 16K (bench-sessions-mpfi-16k.json)"
+    )
     parser.add_argument("probe", help="transfer_probe.py's output (transfer-probe.json)")
     args = parser.parse_args(argv)
     main(args.bench_local, args.bench_16k, args.probe)

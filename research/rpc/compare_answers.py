@@ -32,8 +32,10 @@ def main(local_path: str, rpc_path: str) -> int:
     for key in sorted(local.keys() & rpc.keys()):
         a, b = local[key]["answer"], rpc[key]["answer"]
         same += a == b
-        print(f"{'same' if a == b else 'DIFFERENT':9} {key[0]} {key[1]} ({local[key].get('positions', '')}"
-              f"{'/' + rpc[key].get('positions', '') if 'positions' in rpc[key] else ''})")
+        print(
+            f"{'same' if a == b else 'DIFFERENT':9} {key[0]} {key[1]} ({local[key].get('positions', '')}"
+            f"{'/' + rpc[key].get('positions', '') if 'positions' in rpc[key] else ''})"
+        )
         if a != b:
             print(f"    local: {a[:200]!r}\n    rpc:   {b[:200]!r}")
     compared = len(local.keys() & rpc.keys())

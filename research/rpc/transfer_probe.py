@@ -36,8 +36,14 @@ def prefill_figures(runtime, tokens: np.ndarray) -> dict:
     logits, sent, seconds = measured(lambda: runtime.prefill(tokens, positions))
     steps = 8
     _, decode_sent, decode_s = measured(lambda: list(runtime.generate(logits, len(tokens), steps + 1)))
-    return {"tokens": len(tokens), "bytes": sent, "bytes_per_token": sent / len(tokens), "s": round(seconds, 2),
-            "decode_bytes_per_token": decode_sent / steps, "decode_s_per_token": round(decode_s / steps, 3)}
+    return {
+        "tokens": len(tokens),
+        "bytes": sent,
+        "bytes_per_token": sent / len(tokens),
+        "s": round(seconds, 2),
+        "decode_bytes_per_token": decode_sent / steps,
+        "decode_s_per_token": round(decode_s / steps, 3),
+    }
 
 
 def open_target(workers: str, n_ctx: int):
@@ -51,8 +57,11 @@ def open_target(workers: str, n_ctx: int):
 
     endpoints = parse_endpoints(workers)
     path = models.require_verified(models.TARGET)
-    model = open_remote_target(HostSpec(path, LlamaModel(path).attention_dims()[0], tuple(map(str, endpoints))),
-                               endpoints, timeout=600)
+    model = open_remote_target(
+        HostSpec(path, LlamaModel(path).attention_dims()[0], tuple(map(str, endpoints))),
+        endpoints,
+        timeout=600,
+    )
     return TargetRuntime(model, RemoteContext(model, n_ctx=n_ctx, n_batch=512, n_threads=2, flash_attn="off"))
 
 
@@ -62,12 +71,18 @@ def main(workers: str, lengths: list[int], text_path: Path) -> None:
         text = text_path.read_text(encoding="utf-8") * 40
         ids = np.array(runtime.model.tokenize(text, parse_special=False), np.int32)
         split = runtime.model.host.info.split
-        print(json.dumps({
-            "workers": workers, "split": {"local": split.local_layers, "workers": list(split.worker_layers)},
-            "target_backends": list(runtime.model.host.info.backends),
-            "load": {"bytes": load_bytes, "s": round(load_s, 2)},
-            "prefill": [prefill_figures(runtime, ids[:n]) for n in lengths],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "workers": workers,
+                    "split": {"local": split.local_layers, "workers": list(split.worker_layers)},
+                    "target_backends": list(runtime.model.host.info.backends),
+                    "load": {"bytes": load_bytes, "s": round(load_s, 2)},
+                    "prefill": [prefill_figures(runtime, ids[:n]) for n in lengths],
+                },
+                indent=2,
+            )
+        )
     finally:
         runtime.close()
 
@@ -75,9 +90,15 @@ def main(workers: str, lengths: list[int], text_path: Path) -> None:
 def cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workers", help="the RPC workers, HOST:PORT[,HOST:PORT...]")
-    parser.add_argument("lengths", nargs="?", default="1024", help="prefill lengths in tokens, comma-separated")
-    parser.add_argument("--text", type=Path, default=resource_path("samples", "docs", "SOURCES.md"),
-                        help="the text prefilled (repeated 40 times)")
+    parser.add_argument(
+        "lengths", nargs="?", default="1024", help="prefill lengths in tokens, comma-separated"
+    )
+    parser.add_argument(
+        "--text",
+        type=Path,
+        default=resource_path("samples", "docs", "SOURCES.md"),
+        help="the text prefilled (repeated 40 times)",
+    )
     args = parser.parse_args(argv)
     main(args.workers, [int(n) for n in args.lengths.split(",")], args.text)
     return 0

@@ -142,9 +142,13 @@ def load_cases(rows_path: Path, heads_dir: Path):
         if not npz.exists() or not row.get("evidence") or not any(row["evidence"]):
             continue
         data = np.load(npz)
-        yield dict(row, chunk_mean=data["chunk_mean"].astype(np.float32),
-                   chunk_max=data["chunk_max"].astype(np.float32), heads=int(data["heads"]),
-                   chunk_scores=np.asarray(row["chunk_scores"]))
+        yield dict(
+            row,
+            chunk_mean=data["chunk_mean"].astype(np.float32),
+            chunk_max=data["chunk_max"].astype(np.float32),
+            heads=int(data["heads"]),
+            chunk_scores=np.asarray(row["chunk_scores"]),
+        )
 
 
 def add_document_priors(cases):
@@ -177,8 +181,13 @@ def evaluate(cases, aggregations=None, baseline=reference):
                 table[name]["all"][keep].append(s)
                 paired[name][str(keep)][0] += s > reference_scores[keep]
                 paired[name][str(keep)][1] += s < reference_scores[keep]
-    means = {name: {kind: {str(k): round(float(np.mean(v)), 3) for k, v in by_keep.items()}
-                    for kind, by_keep in by_kind.items()} for name, by_kind in table.items()}
+    means = {
+        name: {
+            kind: {str(k): round(float(np.mean(v)), 3) for k, v in by_keep.items()}
+            for kind, by_keep in by_kind.items()
+        }
+        for name, by_kind in table.items()
+    }
     counts = {kind: len(v[KEEPS[0]]) for kind, v in next(iter(table.values())).items()}
     return means, counts, {name: dict(by_keep) for name, by_keep in paired.items()}
 
@@ -186,7 +195,11 @@ def evaluate(cases, aggregations=None, baseline=reference):
 def print_table(result, counts, paired):
     kinds = sorted(counts, key=lambda k: (k != "all", k))
     print("answer text kept, by aggregation (rows) and kind (columns), at keep " + "/".join(map(str, KEEPS)))
-    print("".ljust(20) + "".join(f"{k} ({counts[k]})".ljust(20) for k in kinds) + "cases above/below the reference")
+    print(
+        "".ljust(20)
+        + "".join(f"{k} ({counts[k]})".ljust(20) for k in kinds)
+        + "cases above/below the reference"
+    )
     for name, by_kind in result.items():
         cells = ["/".join(f"{by_kind[k][str(keep)]:.2f}" for keep in KEEPS) for k in kinds]
         versus = " ".join(f"+{up}-{down}" for up, down in paired[name].values())
@@ -198,7 +211,9 @@ def print_and_save(evaluated, json_path: Path | None):
     result, counts, paired = evaluated
     print_table(result, counts, paired)
     if json_path is not None:
-        json_path.write_text(json.dumps({"cases": counts, "kept": result, "above_below_reference": paired}, indent=1))
+        json_path.write_text(
+            json.dumps({"cases": counts, "kept": result, "above_below_reference": paired}, indent=1)
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,34 +84,48 @@ def fixed(keep):
 def current(scores, protected, question):
     """The engine's keep=auto today (engine/draft/keep_policy.py); the prompt's length counted as its
     chunks' (the last one's shortness does not matter at the long-look-up threshold)."""
-    return choose_keep(scores, protected, question, FLOOR, CEILING, broad_keep=BROAD_KEEP,
-                       joined_keep=AUTO_KEEP_JOINED, prompt_tokens=len(scores) * RunSettings.chunk_size,
-                       long_tokens=AUTO_LONG_LOOKUP_TOKENS).keep
+    return choose_keep(
+        scores,
+        protected,
+        question,
+        FLOOR,
+        CEILING,
+        broad_keep=BROAD_KEEP,
+        joined_keep=AUTO_KEEP_JOINED,
+        prompt_tokens=len(scores) * RunSettings.chunk_size,
+        long_tokens=AUTO_LONG_LOOKUP_TOKENS,
+    ).keep
 
 
 def by_mass(mass, scale=1.0):
     """The share of chunks that hold `mass` of the score, times `scale`, clipped; broad: BROAD_KEEP."""
+
     def policy(scores, protected, question):
         if is_broad_question(question):
             return BROAD_KEEP
         return clipped(scale * mass_share(scores, protected, mass))
+
     return policy
 
 
 def by_spread(low, high):
     """The engine's spread map (broad questions aside), with its bounds or others."""
+
     def policy(scores, protected, question):
         if is_broad_question(question):
             return BROAD_KEEP
         t = spread_position(score_spread(scores, protected), low, high)
         return round(FLOOR + t * (CEILING - FLOOR), 3)
+
     return policy
 
 
 POLICIES = {f"fixed {k}": fixed(k) for k in (0.1, 0.15, 0.2, 0.25, 0.3)}
 POLICIES["auto (engine)"] = current
 POLICIES["auto, spread only"] = by_spread(SPREAD_LOW, SPREAD_HIGH)  # the engine's until 2026-12-04
-POLICIES.update({f"spread {lo}-{hi}": by_spread(lo, hi) for lo, hi in ((0.15, 0.3), (0.2, 0.35), (0.15, 0.45))})
+POLICIES.update(
+    {f"spread {lo}-{hi}": by_spread(lo, hi) for lo, hi in ((0.15, 0.3), (0.2, 0.35), (0.15, 0.45))}
+)
 POLICIES.update({f"mass {m}": by_mass(m) for m in (0.3, 0.4, 0.5, 0.6)})
 POLICIES.update({f"mass {m} x{s}": by_mass(m, s) for m, s in ((0.5, 0.5), (0.6, 0.5), (0.8, 0.5))})
 
@@ -134,14 +148,22 @@ def evaluate(cases, asked):
 
 def summary(cell) -> dict:
     keeps, tokens = np.array(cell["keep"]), np.array(cell["tokens"], dtype=float)
-    return {"cases": len(keeps), "kept": round(float(np.mean(cell["kept"])), 3),
-            "keep": round(float(keeps.mean()), 3), "token_keep": round(float((keeps * tokens).sum() / tokens.sum()), 3)}
+    return {
+        "cases": len(keeps),
+        "kept": round(float(np.mean(cell["kept"])), 3),
+        "keep": round(float(keeps.mean()), 3),
+        "token_keep": round(float((keeps * tokens).sum() / tokens.sum()), 3),
+    }
 
 
 def print_table(result) -> None:
     kinds = sorted(next(iter(result.values())), key=lambda k: (k != "all", k))
     print("answer text kept / mean keep, by policy (rows) and kind (columns)")
-    print("".ljust(18) + "".join(f"{k} ({result['fixed 0.2'][k]['cases']})".ljust(16) for k in kinds) + "token-weighted keep")
+    print(
+        "".ljust(18)
+        + "".join(f"{k} ({result['fixed 0.2'][k]['cases']})".ljust(16) for k in kinds)
+        + "token-weighted keep"
+    )
     for name, groups in result.items():
         cells = [f"{groups[k]['kept']:.2f} / {groups[k]['keep']:.2f}" for k in kinds]
         print(name.ljust(18) + "".join(c.ljust(16) for c in cells) + f"{groups['all']['token_keep']:.3f}")
@@ -152,8 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("rows", type=Path, help="the keep-auto probe's rows (probe-rows.jsonl)")
     parser.add_argument("heads_dir", type=Path, metavar="DIR", help="`question_rows.py collect`'s DIR/ID.npz")
     parser.add_argument("--json", type=Path, metavar="RESULT.json")
-    parser.add_argument("--suite", type=Path, action="append",
-                        help="the suites holding the cases' questions (repeatable; default: fidelity.jsonl and dev.jsonl)")
+    parser.add_argument(
+        "--suite",
+        type=Path,
+        action="append",
+        help="the suites holding the cases' questions (repeatable; default: fidelity.jsonl and dev.jsonl)",
+    )
     args = parser.parse_args(argv)
     cases = list(load_cases(args.rows, args.heads_dir))
     result = evaluate(cases, questions(args.suite or SUITES))

@@ -41,8 +41,10 @@ from engine.eval.suite import load_suite
 from engine.ingest import load_document
 
 CODE_SUITE = resource_path("eval", "codebase-long.jsonl")
-NEEDLE_DOCS = [resource_path("samples", "docs", name)
-               for name in ("R-intro.pdf", "mpfi.pdf", "xfig-howto.pdf", "mpich-user-guide.pdf")]
+NEEDLE_DOCS = [
+    resource_path("samples", "docs", name)
+    for name in ("R-intro.pdf", "mpfi.pdf", "xfig-howto.pdf", "mpich-user-guide.pdf")
+]
 NEEDLE_TOKENS = 49152
 # Scores alone: named files would put the answer's file first whatever the layers score.
 BASE = RunSettings(keep=0.2, coverage="off", named_files="off", background_prefill=False, max_new_tokens=256)
@@ -98,8 +100,12 @@ def text_places(text: str, phrases, start: int, end: int) -> list[tuple[int, int
 
 def kept_at(selection, keep: float, budget: int | None, places: list[tuple[int, int]], n_tokens: int) -> bool:
     cs = selection.chunk_size
-    kept = select_chunks(np.asarray(selection.chunk_scores), keep, selection.protected_chunks,
-                         None if budget is None else budget // cs)
+    kept = select_chunks(
+        np.asarray(selection.chunk_scores),
+        keep,
+        selection.protected_chunks,
+        None if budget is None else budget // cs,
+    )
     mask = np.zeros(n_tokens, bool)
     mask[kept_token_indices(kept, cs, n_tokens)] = True
     return any(mask[a:b].mean() >= 0.5 for a, b in places)
@@ -116,8 +122,16 @@ def measure(engine, session, text, cases, variants, keeps, out_rows):
             settings = replace(BASE, first_scored_layer=layer, score_question=scored)
             selection, seconds = selection_of(engine, session, question, settings)
             for keep in keeps:
-                row = dict(suite=suite, id=case_id, layer=layer, question=scored, keep=keep, places=len(places),
-                           kept=kept_at(selection, keep, budget, places, prompt.n_tokens), seconds=round(seconds, 1))
+                row = dict(
+                    suite=suite,
+                    id=case_id,
+                    layer=layer,
+                    question=scored,
+                    keep=keep,
+                    places=len(places),
+                    kept=kept_at(selection, keep, budget, places, prompt.n_tokens),
+                    seconds=round(seconds, 1),
+                )
                 out_rows.append(row)
                 print(json.dumps(row), flush=True)
 
@@ -143,7 +157,9 @@ def needle_cases(engine, n_tokens: int = NEEDLE_TOKENS, docs=NEEDLE_DOCS):
     rows = []
     for depth, needle in placed:
         at = text.index(needle.fact)
-        rows.append(("needles", f"depth-{round(depth * 100)}", needle.question, [(at, at + len(needle.fact))]))
+        rows.append(
+            ("needles", f"depth-{round(depth * 100)}", needle.question, [(at, at + len(needle.fact))])
+        )
     return text, rows
 
 
@@ -152,8 +168,12 @@ def summary(rows, variants, keeps) -> dict:
     for suite in sorted({r["suite"] for r in rows}):
         for layer, scored in variants:
             for keep in keeps:
-                hits = [r["kept"] for r in rows if (r["suite"], r["layer"], r.get("question", False), r["keep"])
-                        == (suite, layer, scored, keep)]
+                hits = [
+                    r["kept"]
+                    for r in rows
+                    if (r["suite"], r["layer"], r.get("question", False), r["keep"])
+                    == (suite, layer, scored, keep)
+                ]
                 label = f"{suite} layer {layer}+{' with the question' if scored else ''} keep {keep}"
                 out[label] = f"{sum(hits)} of {len(hits)}"
     return out
@@ -166,11 +186,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keeps", default="0.05,0.1,0.2")
     parser.add_argument("--only", choices=("code", "needles"))
     parser.add_argument("--question", default="off", help="off, on or off,on: score with the question's rows")
-    parser.add_argument("--code-suite", type=Path, default=CODE_SUITE,
-                        help="a code-base suite whose header table names each answer's file")
-    parser.add_argument("--needle-tokens", type=int, default=NEEDLE_TOKENS, help="the needle haystack's length")
-    parser.add_argument("--needle-doc", type=Path, action="append",
-                        help="a haystack document (repeatable; default: four of resources/samples/docs)")
+    parser.add_argument(
+        "--code-suite",
+        type=Path,
+        default=CODE_SUITE,
+        help="a code-base suite whose header table names each answer's file",
+    )
+    parser.add_argument(
+        "--needle-tokens", type=int, default=NEEDLE_TOKENS, help="the needle haystack's length"
+    )
+    parser.add_argument(
+        "--needle-doc",
+        type=Path,
+        action="append",
+        help="a haystack document (repeatable; default: four of resources/samples/docs)",
+    )
     args = parser.parse_args(argv)
 
     from engine.core.settings import ModelSettings
@@ -190,8 +220,13 @@ def main(argv: list[str] | None = None) -> int:
             measure(engine, DocumentSession(text), text, cases, variants, keeps, rows)
     finally:
         engine.close()
-    result = {"layers": layers, "question": args.question, "keeps": keeps, "summary": summary(rows, variants, keeps),
-              "rows": rows}
+    result = {
+        "layers": layers,
+        "question": args.question,
+        "keeps": keeps,
+        "summary": summary(rows, variants, keeps),
+        "rows": rows,
+    }
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result["summary"], indent=1))
     return 0

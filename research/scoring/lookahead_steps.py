@@ -51,6 +51,7 @@ class StepRecorder:
 
     def __init__(self):
         import engine.draft.scorer as scorer_module
+
         self.steps, self.question = [], None
         self._step, self._with_question = scorer_module.step_importance, scorer_module.with_question
         scorer_module.step_importance, scorer_module.with_question = self.record_step, self.record_question
@@ -81,20 +82,34 @@ class CaseSelection:
     def __init__(self, engine, prompt, doc, case):
         from engine.llama.prompt import token_char_offsets
         from engine.pipeline.selection_plan import wanted_parts
+
         self.prompt, self.case = prompt, case
         self.offsets = token_char_offsets(engine.runtime.model, prompt)
         # wanted_parts reads coverage and named files, not the keep: one for every keep.
         wanted = wanted_parts(RunSettings(), case.question, prompt.parts.document, tuple(doc.segments))
-        self.parts, self.focus, self.definitions = ([], (), ()) if not wanted else wanted.in_tokens(
-            self.offsets, len(prompt.parts.prefix), prompt.doc_token_span)
-        self.places = token_places(engine, prompt, text_places(prompt.parts.document, case.answers, 0,
-                                                               len(prompt.parts.document)))
+        self.parts, self.focus, self.definitions = (
+            ([], (), ())
+            if not wanted
+            else wanted.in_tokens(self.offsets, len(prompt.parts.prefix), prompt.doc_token_span)
+        )
+        self.places = token_places(
+            engine, prompt, text_places(prompt.parts.document, case.answers, 0, len(prompt.parts.document))
+        )
 
     def kept_share(self, importance, keep) -> tuple[bool, float]:
         """Whether the selection at `keep` holds one place of the answer, and the share of tokens it keeps."""
         from engine.pipeline.selection_plan import plan_request_selection
-        plan = plan_request_selection(importance, self.prompt, RunSettings(keep=keep), None, self.parts,
-                                      self.offsets, self.focus, self.definitions)
+
+        plan = plan_request_selection(
+            importance,
+            self.prompt,
+            RunSettings(keep=keep),
+            None,
+            self.parts,
+            self.offsets,
+            self.focus,
+            self.definitions,
+        )
         mask = np.zeros(self.prompt.n_tokens, bool)
         mask[plan.kept_idx] = True
         return any(mask[a:b].mean() >= 0.5 for a, b in self.places), len(plan.kept_idx) / self.prompt.n_tokens
@@ -127,14 +142,25 @@ def main(argv: list[str] | None = None) -> int:
                 doc, prefix = load_document(doc_path), None
                 for case in doc_cases:
                     prompt = engine.prepare(doc.text, case.question, base)
-                    prefix = prefix or DraftPrefix(prompt.tokens[:prompt.tail_start].copy(), base.draft_window)
+                    prefix = prefix or DraftPrefix(
+                        prompt.tokens[: prompt.tail_start].copy(), base.draft_window
+                    )
                     recorder.reset()
                     t0 = time.perf_counter()
-                    score = run_to_end(engine.scorer.iter_score(
-                        prompt.tokens.tolist(), ScoringParams.from_settings(base, prompt.question_rows), prefix=prefix))
-                    row = dict(id=case.id, kind=case.kind, tokens=prompt.n_tokens,
-                               draft_s=round(time.perf_counter() - t0, 1),
-                               lookahead=engine.detokenize(score.lookahead_tokens))
+                    score = run_to_end(
+                        engine.scorer.iter_score(
+                            prompt.tokens.tolist(),
+                            ScoringParams.from_settings(base, prompt.question_rows),
+                            prefix=prefix,
+                        )
+                    )
+                    row = dict(
+                        id=case.id,
+                        kind=case.kind,
+                        tokens=prompt.n_tokens,
+                        draft_s=round(time.perf_counter() - t0, 1),
+                        lookahead=engine.detokenize(score.lookahead_tokens),
+                    )
                     selection = CaseSelection(engine, prompt, doc, case)
                     for steps in STEPS:
                         for keep in KEEPS:
@@ -142,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                             row[f"{steps}/{keep}"], row[f"{steps}/{keep}_kept"] = int(kept), round(share, 3)
                     out.write(json.dumps(row) + "\n")
                     out.flush()
-                    print(case.id, {k: v for k, v in row.items() if "/" in k and "_kept" not in k}, flush=True)
+                    print(
+                        case.id, {k: v for k, v in row.items() if "/" in k and "_kept" not in k}, flush=True
+                    )
     finally:
         engine.close()
     return 0

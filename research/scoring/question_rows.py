@@ -51,6 +51,7 @@ class RowRecorder:
     def __init__(self, chunk_size: int, heads: int):
         import engine.draft.scorer as scorer_mod
         from engine.draft.selection import smooth_rows
+
         self.chunk_size, self.heads, self.smooth = chunk_size, heads, smooth_rows
         self.steps, self.question = [], None
         self._step_importance = scorer_mod.step_importance
@@ -59,8 +60,12 @@ class RowRecorder:
         recorder = self
 
         def record_question(rows_self):
-            per_layer = np.stack([np.concatenate([r.numpy() for r in rows_self.rows[layer]])
-                                  for layer in sorted(rows_self.rows)])  # (layers, rows, n)
+            per_layer = np.stack(
+                [
+                    np.concatenate([r.numpy() for r in rows_self.rows[layer]])
+                    for layer in sorted(rows_self.rows)
+                ]
+            )  # (layers, rows, n)
             recorder.question = recorder.by_first_layer(per_layer)
             return recorder._question_importance(rows_self)
 
@@ -69,7 +74,10 @@ class RowRecorder:
     def by_first_layer(self, per_layer: np.ndarray) -> np.ndarray:
         """(layers, rows, n) -> (len(FIRST_LAYERS), rows, chunks)."""
         from engine.draft.selection import chunk_scores
-        return np.stack([chunk_scores(per_layer[first:].max(axis=0), self.chunk_size) for first in FIRST_LAYERS])
+
+        return np.stack(
+            [chunk_scores(per_layer[first:].max(axis=0), self.chunk_size) for first in FIRST_LAYERS]
+        )
 
     def record_step(self, rows, kernel):
         pooled = self.smooth(rows, kernel).float().numpy()  # (layers * heads, n)
@@ -78,8 +86,12 @@ class RowRecorder:
         return self._step_importance(rows, kernel)
 
     def save(self, path: Path, **meta) -> None:
-        np.savez_compressed(path, steps=np.stack(self.steps, axis=1).astype(np.float32),
-                            question=self.question.astype(np.float32), **meta)
+        np.savez_compressed(
+            path,
+            steps=np.stack(self.steps, axis=1).astype(np.float32),
+            question=self.question.astype(np.float32),
+            **meta,
+        )
         self.steps, self.question = [], None
 
 
@@ -106,13 +118,22 @@ def collect(rows_path: Path, out_dir: Path, suites=SUITES) -> None:
         for case in doc_cases:
             prompt = engine.prepare(doc.text, case.question, base)
             if prefix is None:
-                prefix = DraftPrefix(prompt.tokens[:prompt.tail_start].copy(), base.draft_window)
+                prefix = DraftPrefix(prompt.tokens[: prompt.tail_start].copy(), base.draft_window)
             params = ScoringParams.from_settings(replace(base, score_question=True), prompt.question_rows)
             start = time.perf_counter()
             score = run_to_end(engine.scorer.iter_score(prompt.tokens.tolist(), params, prefix=prefix))
-            recorder.save(out_dir / f"{case.id}.npz", importance=score.importance.astype(np.float32),
-                          question_tokens=params.question_rows)
-            print(case.id, prompt.n_tokens, params.question_rows, f"{time.perf_counter() - start:.1f} s", flush=True)
+            recorder.save(
+                out_dir / f"{case.id}.npz",
+                importance=score.importance.astype(np.float32),
+                question_tokens=params.question_rows,
+            )
+            print(
+                case.id,
+                prompt.n_tokens,
+                params.question_rows,
+                f"{time.perf_counter() - start:.1f} s",
+                flush=True,
+            )
     engine.close()
 
 
@@ -122,7 +143,7 @@ def lookahead(case, first=0):
 
 def question(case, first=0, drop_template=0):
     rows = case["question"][FIRST_LAYERS.index(first)]
-    return rows[:len(rows) - drop_template].mean(axis=0)
+    return rows[: len(rows) - drop_template].mean(axis=0)
 
 
 def halves(case, first=0, weight=0.5):
@@ -130,13 +151,17 @@ def halves(case, first=0, weight=0.5):
 
 
 def every_row(case, first=0):
-    return np.concatenate([case["steps"][FIRST_LAYERS.index(first)], case["question"][FIRST_LAYERS.index(first)]]).mean(axis=0)
+    return np.concatenate(
+        [case["steps"][FIRST_LAYERS.index(first)], case["question"][FIRST_LAYERS.index(first)]]
+    ).mean(axis=0)
 
 
 def rank_sum(case, first=0):
     """Each half's chunks as percentiles, then their mean: neither half wins by its scale alone."""
+
     def percentile(scores):
         return scores.argsort().argsort() / max(len(scores) - 1, 1)
+
     return (percentile(lookahead(case, first)) + percentile(question(case, first))) / 2
 
 
@@ -169,16 +194,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("verb", choices=("collect", "evaluate"))
     parser.add_argument("rows", type=Path, help="the keep-auto probe's rows (probe-rows.jsonl)")
-    parser.add_argument("out_dir", type=Path, metavar="DIR", help="DIR/ID.npz: written by collect, read by evaluate")
+    parser.add_argument(
+        "out_dir", type=Path, metavar="DIR", help="DIR/ID.npz: written by collect, read by evaluate"
+    )
     parser.add_argument("--json", type=Path, metavar="RESULT.json", help="evaluate: the result as JSON")
-    parser.add_argument("--suite", type=Path, action="append",
-                        help="collect: a suite holding the rows' cases (repeatable; default: fidelity.jsonl and dev.jsonl)")
+    parser.add_argument(
+        "--suite",
+        type=Path,
+        action="append",
+        help="collect: a suite holding the rows' cases (repeatable; default: fidelity.jsonl and dev.jsonl)",
+    )
     args = parser.parse_args(argv)
     if args.verb == "collect":
         collect(args.rows, args.out_dir, args.suite or SUITES)
         return 0
-    aggregations.print_and_save(aggregations.evaluate(list(load_cases(args.rows, args.out_dir)), AGGREGATIONS,
-                                                      lookahead), args.json)
+    aggregations.print_and_save(
+        aggregations.evaluate(list(load_cases(args.rows, args.out_dir)), AGGREGATIONS, lookahead), args.json
+    )
     return 0
 
 

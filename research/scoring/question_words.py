@@ -85,8 +85,11 @@ def evaluate(cases: list[dict], words: dict[str, np.ndarray], suites=SUITES) -> 
                 table[case["kind"]][str(keep)].append(score)
                 if keep == "auto":
                     table["all"]["auto_keep"].append(k)
-        result[str(weight)] = {kind: {key: round(float(np.mean(v)), 3) for key, v in table[kind].items()}
-                               for kind in KINDS if kind in table}
+        result[str(weight)] = {
+            kind: {key: round(float(np.mean(v)), 3) for key, v in table[kind].items()}
+            for kind in KINDS
+            if kind in table
+        }
         result[str(weight)]["cases"] = {kind: len(table[kind]["0.1"]) for kind in KINDS if kind in table}
     return result
 
@@ -96,16 +99,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("rows", type=Path, help="the keep-auto probe's rows (probe-rows.jsonl)")
     parser.add_argument("heads_dir", type=Path, metavar="DIR", help="`question_rows.py collect`'s DIR/ID.npz")
     parser.add_argument("--json", type=Path, metavar="RESULT.json")
-    parser.add_argument("--suite", type=Path, action="append",
-                        help="the suites holding the cases (repeatable; default: fidelity.jsonl and dev.jsonl)")
+    parser.add_argument(
+        "--suite",
+        type=Path,
+        action="append",
+        help="the suites holding the cases (repeatable; default: fidelity.jsonl and dev.jsonl)",
+    )
     args = parser.parse_args(argv)
     suites = args.suite or SUITES
     cases = list(load_cases(args.rows, args.heads_dir))
     result = evaluate(cases, word_scores({c["id"] for c in cases}, suites), suites)
     print("weight  " + "  ".join(kind[:8].ljust(19) for kind in KINDS) + "  (keep 0.1/0.2/0.3/auto)")
     for weight, row in result.items():
-        print(weight.ljust(7), "  ".join("/".join(f"{row[kind][str(k)]:.2f}" for k in KEEPS).ljust(19)
-                                      for kind in KINDS), f"auto keep {row['all']['auto_keep']:.3f}")
+        print(
+            weight.ljust(7),
+            "  ".join("/".join(f"{row[kind][str(k)]:.2f}" for k in KEEPS).ljust(19) for kind in KINDS),
+            f"auto keep {row['all']['auto_keep']:.3f}",
+        )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     return 0

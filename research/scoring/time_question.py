@@ -2,6 +2,7 @@
 
 Usage: python research/scoring/time_question.py CASE_ID[,CASE_ID] [--suite SUITE.jsonl]
 (ids of resources/eval/fidelity.jsonl by default); one JSON line a pass."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,12 +36,19 @@ def main(argv: list[str] | None = None) -> int:
             prompt = engine.prepare(load_document(case.doc).text, case.question, settings)
             tokens = prompt.tokens.tolist()
             for rep in range(2):
-                for on in ((False, True) if rep == 0 else (True, False)):
-                    params = ScoringParams.from_settings(replace(settings, score_question=on), prompt.question_rows)
+                for on in (False, True) if rep == 0 else (True, False):
+                    params = ScoringParams.from_settings(
+                        replace(settings, score_question=on), prompt.question_rows
+                    )
                     t0 = time.perf_counter()
                     run_to_end(engine.scorer.iter_score(tokens, params))
-                    row = {"id": cid, "tokens": len(tokens), "question_rows": prompt.question_rows, "on": on,
-                           "s": round(time.perf_counter() - t0, 2)}
+                    row = {
+                        "id": cid,
+                        "tokens": len(tokens),
+                        "question_rows": prompt.question_rows,
+                        "on": on,
+                        "s": round(time.perf_counter() - t0, 2),
+                    }
                     print(json.dumps(row), flush=True)
     finally:
         engine.close()

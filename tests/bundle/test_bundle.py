@@ -45,7 +45,10 @@ REAL_RUN_TIMEOUT_S = 900  # measured here at under 2 minutes: the model load, th
 MIN_COLOURS = 8  # a drawn window has text, frames and buttons; a blank one has one or two colours
 MAX_TOP_COLOUR_SHARE = 0.98
 
-pytestmark = [pytest.mark.bundle, pytest.mark.timeout(BUILD_TIMEOUT_S + REAL_RUN_TIMEOUT_S + 3 * LAUNCH_TIMEOUT_S)]
+pytestmark = [
+    pytest.mark.bundle,
+    pytest.mark.timeout(BUILD_TIMEOUT_S + REAL_RUN_TIMEOUT_S + 3 * LAUNCH_TIMEOUT_S),
+]
 
 
 # --- the bundle and the display ---------------------------------------------------------------------
@@ -54,8 +57,14 @@ pytestmark = [pytest.mark.bundle, pytest.mark.timeout(BUILD_TIMEOUT_S + REAL_RUN
 @pytest.fixture(scope="module")
 def bundle() -> Path:
     """dist/specprefill/specprefill, built now unless an up-to-date one is there."""
-    result = subprocess.run([sys.executable, str(BUILD_SCRIPT), "--if-stale"], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S)
+    result = subprocess.run(
+        [sys.executable, str(BUILD_SCRIPT), "--if-stale"],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=BUILD_TIMEOUT_S,
+    )
     print(result.stdout[-3000:])
     assert result.returncode == 0, f"the bundle build failed:\n{result.stdout[-6000:]}"
     assert EXECUTABLE.is_file()
@@ -67,7 +76,9 @@ def display_env() -> Iterator[dict[str, str]]:
     """What a launched app needs to show its window: an Xvfb display, or the offscreen platform."""
     xvfb = shutil.which("Xvfb")
     if xvfb is None:
-        message = "Xvfb is not installed: the bundle's screenshots use QT_QPA_PLATFORM=offscreen, not an X server"
+        message = (
+            "Xvfb is not installed: the bundle's screenshots use QT_QPA_PLATFORM=offscreen, not an X server"
+        )
         print(message)
         warnings.warn(message, stacklevel=1)
         yield {"QT_QPA_PLATFORM": "offscreen"}
@@ -82,8 +93,12 @@ def xvfb_display(xvfb: str) -> Iterator[str]:
     """Start Xvfb on a display number it picks itself (-displayfd: no race for a free one); stop it after."""
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile()
-    server = subprocess.Popen([xvfb, "-displayfd", str(write_fd), "-screen", "0", SCREEN, "-nolisten", "tcp"],
-                              pass_fds=(write_fd,), stdout=log, stderr=log)
+    server = subprocess.Popen(
+        [xvfb, "-displayfd", str(write_fd), "-screen", "0", SCREEN, "-nolisten", "tcp"],
+        pass_fds=(write_fd,),
+        stdout=log,
+        stderr=log,
+    )
     os.close(write_fd)
     try:
         yield f":{_read_display_number(read_fd, server, log)}"
@@ -112,10 +127,16 @@ def _read_display_number(read_fd: int, server: subprocess.Popen, log) -> str:
 # --- launching the bundle ---------------------------------------------------------------------------
 
 
-def launch(executable: Path, *args: str, env: dict[str, str] | None = None,
-           timeout: float = LAUNCH_TIMEOUT_S) -> subprocess.CompletedProcess:
-    return subprocess.run([str(executable), *args], env={**os.environ, **(env or {})}, capture_output=True,
-                          text=True, timeout=timeout)
+def launch(
+    executable: Path, *args: str, env: dict[str, str] | None = None, timeout: float = LAUNCH_TIMEOUT_S
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(executable), *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def first_run_env(tmp_path: Path) -> dict[str, str]:
@@ -123,17 +144,34 @@ def first_run_env(tmp_path: Path) -> dict[str, str]:
     pip, and fails at once instead of fetching 1.5 GB. Fresh settings, so the default models are used."""
     no_packages = tmp_path / "no-packages"
     no_packages.mkdir(exist_ok=True)
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(no_packages),
-           "PIP_INDEX_URL": "", "PIP_EXTRA_INDEX_URL": ""}
+    env = {
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(no_packages),
+        "PIP_INDEX_URL": "",
+        "PIP_EXTRA_INDEX_URL": "",
+    }
     return env
 
 
-def screenshot(executable: Path, out: Path, env: dict[str, str], *extra: str,
-               timeout: float = LAUNCH_TIMEOUT_S) -> subprocess.CompletedProcess:
+def screenshot(
+    executable: Path, out: Path, env: dict[str, str], *extra: str, timeout: float = LAUNCH_TIMEOUT_S
+) -> subprocess.CompletedProcess:
     width, height = WINDOW_SIZE
-    result = launch(executable, "--screenshot", str(out), "--size", f"{width}x{height}",
-                    "--screenshot-timeout", str(timeout - 60), *extra, env=env, timeout=timeout)
+    result = launch(
+        executable,
+        "--screenshot",
+        str(out),
+        "--size",
+        f"{width}x{height}",
+        "--screenshot-timeout",
+        str(timeout - 60),
+        *extra,
+        env=env,
+        timeout=timeout,
+    )
     print(f"screenshot {out} (exit {result.returncode})")
     return result
 
@@ -143,7 +181,9 @@ def screenshot(executable: Path, out: Path, env: dict[str, str], *extra: str,
 
 def colour_counts(image: QImage, step: int = 3) -> Counter:
     """The colours of a grid of pixels (every `step`-th row and column: enough to tell drawn from blank)."""
-    return Counter(image.pixel(x, y) for y in range(0, image.height(), step) for x in range(0, image.width(), step))
+    return Counter(
+        image.pixel(x, y) for y in range(0, image.height(), step) for x in range(0, image.width(), step)
+    )
 
 
 def assert_drawn(path: Path, min_size: tuple[int, int], max_size: tuple[int, int]) -> None:
@@ -151,8 +191,9 @@ def assert_drawn(path: Path, min_size: tuple[int, int], max_size: tuple[int, int
     image = QImage(str(path))
     assert not image.isNull(), f"{path} is not a readable image"
     size = (image.width(), image.height())
-    assert all(lo <= n <= hi for lo, n, hi in zip(min_size, size, max_size)), \
+    assert all(lo <= n <= hi for lo, n, hi in zip(min_size, size, max_size)), (
         f"{path} is {size}, expected between {min_size} and {max_size}"
+    )
     counts = colour_counts(image)
     top_share = counts.most_common(1)[0][1] / sum(counts.values())
     assert len(counts) >= MIN_COLOURS, f"{path} looks blank: {len(counts)} colours"
@@ -170,10 +211,13 @@ def test_bundle_holds_the_runtime_and_the_data_but_no_models(bundle):
     assert (INTERNAL / "llama_cpp" / "lib" / "libllama.so").is_file()
     assert list((INTERNAL / "llama_cpp" / "lib").glob("libggml*.so*"))
     assert len(list((INTERNAL / "llama_cpp" / "lib").glob("libggml-cpu-*.so"))) >= 3  # the portable variants
-    for shipped in ("specprefill_resources/eval/dev.jsonl", "specprefill_resources/desktop/specprefill.desktop",
-                    "specprefill_resources/icons/hicolor/256x256/apps/specprefill.png",
-                    "specprefill_resources/icons/hicolor/scalable/apps/specprefill.svg",
-                    "engine/eval/calibration_sample.md"):
+    for shipped in (
+        "specprefill_resources/eval/dev.jsonl",
+        "specprefill_resources/desktop/specprefill.desktop",
+        "specprefill_resources/icons/hicolor/256x256/apps/specprefill.png",
+        "specprefill_resources/icons/hicolor/scalable/apps/specprefill.svg",
+        "engine/eval/calibration_sample.md",
+    ):
         assert (INTERNAL / shipped).is_file(), f"{shipped} is missing from the bundle"
     models = [p for pattern in ("*.gguf", "*.safetensors") for p in BUNDLE.rglob(pattern)]
     assert not models, f"the bundle must not ship models: {models}"
@@ -206,7 +250,9 @@ def test_bundle_first_run_reaches_model_assembly_and_shows_its_window(bundle, di
 def test_bundle_about_box(bundle, display_env, tmp_path):
     out = tmp_path / "bundle-about.png"
     result = screenshot(bundle, out, {**first_run_env(tmp_path), **display_env}, "--show-about")
-    assert result.returncode in (EXIT_OK, EXIT_UI_ERROR), result.stderr[-4000:]  # the banner has the load error
+    assert result.returncode in (EXIT_OK, EXIT_UI_ERROR), result.stderr[
+        -4000:
+    ]  # the banner has the load error
     assert_drawn(out, min_size=(200, 100), max_size=WINDOW_SIZE)
 
 
@@ -221,8 +267,16 @@ def test_bundle_runs_a_compare_on_the_real_models(bundle, display_env, tmp_path)
     document.write_text(CALIBRATION_SAMPLE.read_text(encoding="utf-8")[:1500], encoding="utf-8")
     out = tmp_path / "bundle-compare.png"
     env = {**display_env, "XDG_CONFIG_HOME": str(config)}  # these settings, the user's model cache
-    result = screenshot(bundle, out, env, "--doc", str(document), "--run-question", "Where is the zlib documentation?",
-                        timeout=REAL_RUN_TIMEOUT_S)
+    result = screenshot(
+        bundle,
+        out,
+        env,
+        "--doc",
+        str(document),
+        "--run-question",
+        "Where is the zlib documentation?",
+        timeout=REAL_RUN_TIMEOUT_S,
+    )
     assert result.returncode == EXIT_OK, result.stderr[-4000:]
     assert "engine ready" in result.stderr and "run both" in result.stderr, result.stderr[-4000:]
     assert_drawn(out, min_size=WINDOW_SIZE, max_size=WINDOW_SIZE)

@@ -120,7 +120,9 @@ def wait(seconds: float, cancel: CancelToken) -> None:
         time.sleep(min(left, 0.002))
 
 
-class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_prefill, forget): fake_sessions.py
+class FakeEngine(
+    FakeSessions
+):  # the session API (ask, ask_both, background_prefill, forget): fake_sessions.py
     def __init__(self, settings: ModelSettings, config: FakeConfig) -> None:
         self.settings = settings
         self.config = config
@@ -131,8 +133,14 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
         self.current_stage: str | None = None
 
     @classmethod
-    def load(cls, model_settings: ModelSettings, progress=None, cancel: CancelToken | None = None,
-             *, config: FakeConfig | None = None) -> FakeEngine:
+    def load(
+        cls,
+        model_settings: ModelSettings,
+        progress=None,
+        cancel: CancelToken | None = None,
+        *,
+        config: FakeConfig | None = None,
+    ) -> FakeEngine:
         config = config or FakeConfig()
         cancel = cancel or CancelToken()
         for step in range(config.load_steps):
@@ -154,10 +162,13 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
     def estimate(self, n_tokens: int, settings) -> dict | None:
         if self.cost_model is None:
             return None
-        return self.cost_model.estimate(n_tokens, settings.keep, settings.draft_window,
-                                        self.window_fit(n_tokens, settings).budget)
+        return self.cost_model.estimate(
+            n_tokens, settings.keep, settings.draft_window, self.window_fit(n_tokens, settings).budget
+        )
 
-    def window_fit(self, n_tokens: int, settings: RunSettings, document_tokens: int | None = None) -> WindowFit:
+    def window_fit(
+        self, n_tokens: int, settings: RunSettings, document_tokens: int | None = None
+    ) -> WindowFit:
         doc = n_tokens if document_tokens is None else document_tokens
         return WindowFit(n_tokens, doc, self.info.n_ctx, settings.max_new_tokens)
 
@@ -168,12 +179,30 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
             pays_off = self.cost_model.pays_off(n_tokens, settings.keep, settings.draft_window)
             return "" if pays_off else f"no gain predicted at {n_tokens} tokens"
         threshold = DEFAULT_MIN_TOKENS if settings.min_tokens is None else settings.min_tokens
-        return "" if n_tokens >= threshold else f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}"
+        return (
+            ""
+            if n_tokens >= threshold
+            else f"{n_tokens} tokens is below the SpecPrefill threshold of {threshold}"
+        )
 
-    def stream(self, document: Document, question: str, mode: str, settings: RunSettings, cancel: CancelToken,
-               spec_first: bool = False):
-        self.requests.append({"mode": mode, "question": question, "settings": settings, "document": document,
-                              "spec_first": spec_first})
+    def stream(
+        self,
+        document: Document,
+        question: str,
+        mode: str,
+        settings: RunSettings,
+        cancel: CancelToken,
+        spec_first: bool = False,
+    ):
+        self.requests.append(
+            {
+                "mode": mode,
+                "question": question,
+                "settings": settings,
+                "document": document,
+                "spec_first": spec_first,
+            }
+        )
         if self.config.notice:
             yield Notice(None, self.config.notice)
         prompt, doc_span = build_prompt(document.text, question)
@@ -192,7 +221,9 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
             raise RuntimeError(f"fake crash during {stage}")
         return StageChanged(run, stage, detail)
 
-    def _run(self, run: str, prompt: str, doc_span: tuple[int, int], settings: RunSettings, cancel: CancelToken):
+    def _run(
+        self, run: str, prompt: str, doc_span: tuple[int, int], settings: RunSettings, cancel: CancelToken
+    ):
         cfg = self.config
         n_tokens = len(prompt) // CHARS_PER_TOKEN
         window = self.window_fit(n_tokens, settings, (doc_span[1] - doc_span[0]) // CHARS_PER_TOKEN)
@@ -210,14 +241,22 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
                 wait(cfg.draft_step_s, cancel)
                 yield Progress(run, "draft", n_tokens * step // cfg.draft_steps, n_tokens)
             yield self._stage(run, "select", cancel)
-            selection = make_selection(prompt, doc_span, replace(settings, keep=window.spec_keep(settings.keep)))
+            selection = make_selection(
+                prompt, doc_span, replace(settings, keep=window.spec_keep(settings.keep))
+            )
             yield SelectionMade(run, selection)
             kept_tokens = sum(chunk_length(selection, i) for i in selection.kept_chunks)
             prefill_tokens, kept_fraction = kept_tokens, kept_tokens / n_tokens
             if not window.fits:
-                fit["seen_fraction"] = seen_fraction(window.document_tokens, min(kept_tokens, window.document_tokens))
+                fit["seen_fraction"] = seen_fraction(
+                    window.document_tokens, min(kept_tokens, window.document_tokens)
+                )
         yield self._stage(run, "prefill", cancel)
-        step_s = cfg.baseline_prefill_step_s if run == "baseline" and cfg.baseline_prefill_step_s else cfg.prefill_step_s
+        step_s = (
+            cfg.baseline_prefill_step_s
+            if run == "baseline" and cfg.baseline_prefill_step_s
+            else cfg.prefill_step_s
+        )
         for step in range(1, cfg.prefill_steps + 1):
             wait(step_s, cancel)
             yield Progress(run, "prefill", prefill_tokens * step // cfg.prefill_steps, prefill_tokens)
@@ -230,16 +269,33 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
         yield self._stage(run, "done", cancel)
         positions = "contiguous"
         if run == "spec" and not bypassed:
-            auto = "restore" if window.fits and cfg.positions_supported else "renumber"  # Engine.resolve_positions
+            auto = (
+                "restore" if window.fits and cfg.positions_supported else "renumber"
+            )  # Engine.resolve_positions
             positions = auto if settings.positions == "auto" else settings.positions
         ttft = cfg.baseline_ttft_s if run == "baseline" or bypassed else cfg.spec_ttft_s
-        yield RunFinished(run, RunResult(
-            run=run, answer=answer, prompt_tokens=n_tokens - fit["truncated_tokens"], prefill_tokens=prefill_tokens,
-            ttft_s=ttft, decode_tok_s=42.0, generated_tokens=len(words), tokenize_s=0.01,
-            target_prefill_s=ttft * 0.9, draft_s=0.3 if run == "spec" else 0.0, kept_fraction=kept_fraction,
-            positions=positions, bypassed=bypassed, bypass_reason=reason, stop_reason="eos",
-            document_tokens=window.document_tokens, **fit,
-        ))
+        yield RunFinished(
+            run,
+            RunResult(
+                run=run,
+                answer=answer,
+                prompt_tokens=n_tokens - fit["truncated_tokens"],
+                prefill_tokens=prefill_tokens,
+                ttft_s=ttft,
+                decode_tok_s=42.0,
+                generated_tokens=len(words),
+                tokenize_s=0.01,
+                target_prefill_s=ttft * 0.9,
+                draft_s=0.3 if run == "spec" else 0.0,
+                kept_fraction=kept_fraction,
+                positions=positions,
+                bypassed=bypassed,
+                bypass_reason=reason,
+                stop_reason="eos",
+                document_tokens=window.document_tokens,
+                **fit,
+            ),
+        )
 
     @staticmethod
     def _fit_fields(run: str, window: WindowFit, settings: RunSettings) -> dict:
@@ -250,10 +306,15 @@ class FakeEngine(FakeSessions):  # the session API (ask, ask_both, background_pr
         if run == "spec":
             return dict(fit="selected", seen_fraction=1.0, truncated_tokens=0)
         if not settings.truncate:
-            raise ContextOverflowError(f"{window.prompt_tokens} tokens do not fit the {window.n_ctx}-token window")
+            raise ContextOverflowError(
+                f"{window.prompt_tokens} tokens do not fit the {window.n_ctx}-token window"
+            )
         cut = window.prompt_tokens - window.budget
-        return dict(fit="truncated", seen_fraction=seen_fraction(window.document_tokens, window.document_tokens - cut),
-                    truncated_tokens=cut)
+        return dict(
+            fit="truncated",
+            seen_fraction=seen_fraction(window.document_tokens, window.document_tokens - cut),
+            truncated_tokens=cut,
+        )
 
 
 def spec_answer(keep: float) -> str:
@@ -284,13 +345,22 @@ def make_selection(prompt: str, doc_span: tuple[int, int], settings: RunSettings
     ranked = sorted((i for i in range(len(starts)) if i not in protected), key=lambda i: -scores[i])
     kept = sorted(set(protected) | set(ranked[: budget - len(protected)]))
     return Selection(
-        chunk_size=size, chunk_starts=starts, chunk_scores=scores, kept_chunks=kept,
-        protected_chunks=protected, token_char_offsets=offsets, doc_char_span=doc_span,
+        chunk_size=size,
+        chunk_starts=starts,
+        chunk_scores=scores,
+        kept_chunks=kept,
+        protected_chunks=protected,
+        token_char_offsets=offsets,
+        doc_char_span=doc_span,
     )
 
 
 def chunk_length(selection: Selection, i: int) -> int:
-    end = selection.chunk_starts[i + 1] if i + 1 < len(selection.chunk_starts) else len(selection.token_char_offsets)
+    end = (
+        selection.chunk_starts[i + 1]
+        if i + 1 < len(selection.chunk_starts)
+        else len(selection.token_char_offsets)
+    )
     return end - selection.chunk_starts[i]
 
 
@@ -309,7 +379,7 @@ def fake_load_document(path, *, password=None, cancel=None, progress=None) -> Do
         return _load_folder(p, cancel, progress)
     text = p.read_text(encoding="utf-8")
     if text.startswith("ENCRYPTED:"):
-        secret, _, text = text[len("ENCRYPTED:"):].partition("\n")
+        secret, _, text = text[len("ENCRYPTED:") :].partition("\n")
         if password is None:
             raise PasswordError(f"{p} is encrypted; a password is needed to open it")
         if password != secret:
@@ -415,6 +485,7 @@ def code_folder(tmp_path) -> Path:
 @pytest.fixture
 def make_window(qtbot, qsettings, engine_factory):
     """Build a started window; by default wait until its (fake) models are loaded."""
+
     def build(*, wait_ready: bool = True, ask_password=None, loader=fake_load_document, assemble_models=None):
         kwargs = {"ask_password": ask_password} if ask_password else {}
         if assemble_models is not None:

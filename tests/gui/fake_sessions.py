@@ -51,7 +51,9 @@ class FakeSessionConfig:
     background_batches: int = 8
     background_batch_s: float = 0.02
     cached_ttft_factor: float = 0.1  # a run from the cached full prefix takes a tenth of the cold TTFT
-    draft_cache: bool = False  # the draft caches a document's keys: SpecPrefill follow-ups "spec_cached_draft"
+    draft_cache: bool = (
+        False  # the draft caches a document's keys: SpecPrefill follow-ups "spec_cached_draft"
+    )
     background_error: str | None = None  # the background ends "failed" with this detail
     read_ahead_chunks: int = 4
     read_ahead_chunk_s: float = 0.02
@@ -93,22 +95,52 @@ class FakeSessions:
 
     # --- foreground ----------------------------------------------------------------------------
 
-    def ask(self, session: DocumentSession, question: str, mode: str = "auto", settings: RunSettings | None = None,
-            cancel: CancelToken | None = None):
+    def ask(
+        self,
+        session: DocumentSession,
+        question: str,
+        mode: str = "auto",
+        settings: RunSettings | None = None,
+        cancel: CancelToken | None = None,
+    ):
         settings, cancel = settings or RunSettings(), cancel or CancelToken()
-        self.requests.append({"mode": mode, "question": question, "settings": settings,
-                              "spec_first": False, "session": session})
+        self.requests.append(
+            {
+                "mode": mode,
+                "question": question,
+                "settings": settings,
+                "spec_first": False,
+                "session": session,
+            }
+        )
         state = self.session_state(session)
-        run = "spec" if mode == "spec" or (mode == "auto" and session.answered == 0 and not state.full) else "baseline"
+        run = (
+            "spec"
+            if mode == "spec" or (mode == "auto" and session.answered == 0 and not state.full)
+            else "baseline"
+        )
         with self._holding_target():
             yield from self._notices()
             yield from self._session_run(run, session, question, settings, cancel)
 
-    def ask_both(self, session: DocumentSession, question: str, settings: RunSettings | None = None,
-                 cancel: CancelToken | None = None, spec_first: bool = True):
+    def ask_both(
+        self,
+        session: DocumentSession,
+        question: str,
+        settings: RunSettings | None = None,
+        cancel: CancelToken | None = None,
+        spec_first: bool = True,
+    ):
         settings, cancel = settings or RunSettings(), cancel or CancelToken()
-        self.requests.append({"mode": "both", "question": question, "settings": settings,
-                              "spec_first": spec_first, "session": session})
+        self.requests.append(
+            {
+                "mode": "both",
+                "question": question,
+                "settings": settings,
+                "spec_first": spec_first,
+                "session": session,
+            }
+        )
         with self._holding_target():
             yield from self._notices()
             for run in run_order("both", spec_first):
@@ -129,8 +161,9 @@ class FakeSessions:
         finally:
             self._foreground -= 1
 
-    def _session_run(self, run: str, session: DocumentSession, question: str, settings: RunSettings,
-                     cancel: CancelToken):
+    def _session_run(
+        self, run: str, session: DocumentSession, question: str, settings: RunSettings, cancel: CancelToken
+    ):
         from tests.gui.conftest import build_prompt  # conftest imports this module
 
         state = self.session_state(session)
@@ -146,8 +179,9 @@ class FakeSessions:
             return "spec_cached_draft" if state.draft_cached and self.session_config.draft_cache else "spec"
         return "cached_full" if state.full else "cold_full"
 
-    def _finished(self, event: RunFinished, served_by: str, state: FakeSessionState,
-                  session: DocumentSession) -> RunFinished:
+    def _finished(
+        self, event: RunFinished, served_by: str, state: FakeSessionState, session: DocumentSession
+    ) -> RunFinished:
         result = event.result
         if result.bypassed:  # a bypassed SpecPrefill runs as a full prefill does
             served_by = "cached_full" if state.full else "cold_full"
@@ -178,8 +212,13 @@ class FakeSessions:
         self._background_idle.clear()
         try:
             needed = self.background_needed(session, settings)  # as the engine: one "not_needed" end
-            ended = (yield from self._fill(state, total, cancel)) if needed else BackgroundEnded(
-                "not_needed", total if state.full else 0, total if state.full else 0, 0.0)
+            ended = (
+                (yield from self._fill(state, total, cancel))
+                if needed
+                else BackgroundEnded(
+                    "not_needed", total if state.full else 0, total if state.full else 0, 0.0
+                )
+            )
         finally:
             self._background_idle.set()
         self.background_calls.append(ended)
@@ -215,7 +254,9 @@ class FakeSessions:
             if status:
                 return BackgroundEnded(status, state.filled, total, time.monotonic() - started)
             if cfg.background_error:
-                return BackgroundEnded("failed", state.filled, total, time.monotonic() - started, cfg.background_error)
+                return BackgroundEnded(
+                    "failed", state.filled, total, time.monotonic() - started, cfg.background_error
+                )
             state.filled = min(state.filled + batch, total)
             yield BackgroundProgress(state.filled, total)
         self._cache_full(state)

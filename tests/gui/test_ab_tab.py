@@ -28,8 +28,13 @@ from tests.gui.conftest import (
 )
 
 CASES = [
-    {"id": "alpha", "kind": "fact", "doc": "docs/a.txt", "question": "What does the parser retry?",
-     "answers": ["retries"]},
+    {
+        "id": "alpha",
+        "kind": "fact",
+        "doc": "docs/a.txt",
+        "question": "What does the parser retry?",
+        "answers": ["retries"],
+    },
     {"id": "beta", "kind": "summary", "doc": "docs/b.txt", "question": "Summarize page 2"},
 ]
 N_RUNS = len(CASES) * 4  # the baseline and three keeps per case
@@ -102,7 +107,9 @@ def test_a_bad_suite_line_is_reported_with_its_line_number(window, suite_file, t
     assert tab.suite.name == "suite.jsonl"
 
 
-def test_building_a_suite_from_the_open_document_and_saving_it(notes_window, qtbot, monkeypatch, tmp_path, fake_config):
+def test_building_a_suite_from_the_open_document_and_saving_it(
+    notes_window, qtbot, monkeypatch, tmp_path, fake_config
+):
     window, panel = notes_window, notes_window.ab_tab.suite
     assert panel.add_button.isEnabled() and not panel.save_button.isEnabled()
     panel.answers.setText("retries | retry")
@@ -121,8 +128,13 @@ def test_building_a_suite_from_the_open_document_and_saving_it(notes_window, qtb
     assert panel.message.text() == "Saved 2 cases." and panel.source.text() == str(saved)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
     lines = [json.loads(line) for line in saved.read_text(encoding="utf-8").splitlines()]
-    assert lines[0] == {"id": "notes", "kind": "other", "doc": "notes.txt",
-                        "question": "What does the parser retry?", "answers": ["retries", "retry"]}
+    assert lines[0] == {
+        "id": "notes",
+        "kind": "other",
+        "doc": "notes.txt",
+        "question": "What does the parser retry?",
+        "answers": ["retries", "retry"],
+    }
     assert "answers" not in lines[1] and lines[1]["id"] == "my case"
     cases = load_suite(saved)  # what the CLI would read
     assert [c.id for c in cases] == ["notes", "my case"] and cases[0].answers == ("retries", "retry")
@@ -145,7 +157,9 @@ def test_keep_values_are_checked_before_running(window, qtbot, suite_file, engin
 # --- running ---------------------------------------------------------------------------------------
 
 
-def test_a_suite_runs_with_progress_and_fills_the_results(window, qtbot, suite_file, engine_factory, fake_config):
+def test_a_suite_runs_with_progress_and_fills_the_results(
+    window, qtbot, suite_file, engine_factory, fake_config
+):
     fake_config.make_fast()
     tab = window.ab_tab
     tab.suite.open_suite(suite_file)
@@ -170,9 +184,12 @@ def test_a_suite_runs_with_progress_and_fills_the_results(window, qtbot, suite_f
     assert cases.text("alpha", "keep 0.2 correct") == "✓"
     assert cases.text("beta", "keep 0.2 correct") == "–"  # no expected answers
     assert cases.text("beta", "keep 0.3 TTFT") == "1.00 s"
-    assert cases.text("alpha", "keep 0.2 agreement") == format_percent(answer_agreement(BASELINE_ANSWER, SPEC_ANSWER))
+    assert cases.text("alpha", "keep 0.2 agreement") == format_percent(
+        answer_agreement(BASELINE_ANSWER, SPEC_ANSWER)
+    )
     assert cases.text("alpha", "keep 0.1 agreement") == format_percent(
-        answer_agreement(BASELINE_ANSWER, spec_answer(0.1)))
+        answer_agreement(BASELINE_ANSWER, spec_answer(0.1))
+    )
 
     summary = tab.results.summary
     assert summary.text("baseline", "accuracy") == "100.0% (1/1)"  # as the CLI and the HTML report read it
@@ -208,7 +225,8 @@ def test_one_engine_job_at_a_time(loaded_window, qtbot, suite_file, fake_config)
 
 
 def test_cancel_mid_suite_stops_within_a_second_and_the_app_stays_usable(
-        loaded_window, qtbot, suite_file, engine_factory, fake_config):
+    loaded_window, qtbot, suite_file, engine_factory, fake_config
+):
     window, tab = loaded_window, loaded_window.ab_tab
     tab.suite.open_suite(suite_file)
     fake_config.draft_steps, fake_config.draft_step_s = 200, 0.05  # a 10 s draft stage
@@ -230,7 +248,9 @@ def test_cancel_mid_suite_stops_within_a_second_and_the_app_stays_usable(
     assert window.baseline_pane.ttft.text() == "4.00 s" and window.spec_pane.ttft.text() == "1.00 s"
 
 
-def test_a_case_that_cannot_load_shows_as_failed_and_the_suite_goes_on(window, qtbot, suite_file, fake_config):
+def test_a_case_that_cannot_load_shows_as_failed_and_the_suite_goes_on(
+    window, qtbot, suite_file, fake_config
+):
     fake_config.make_fast()
     tab = window.ab_tab
     tab.suite.open_suite(suite_file)
@@ -241,7 +261,9 @@ def test_a_case_that_cannot_load_shows_as_failed_and_the_suite_goes_on(window, q
     assert tab.message.text().startswith("case 'alpha' (suite line 1): no such file or folder")
     assert "#b91c1c" in tab.message.styleSheet()
     cases = tab.results.cases
-    assert cases.text("alpha", "baseline TTFT") == "error" and cases.text("alpha", "keep 0.3 correct") == "error"
+    assert (
+        cases.text("alpha", "baseline TTFT") == "error" and cases.text("alpha", "keep 0.3 correct") == "error"
+    )
     assert cases.text("beta", "keep 0.3 TTFT") == "1.00 s"
     assert tab.results.title.text() == "Results: suite.jsonl (1 case failed)"
     assert tab.results.summary.text("keep 0.2", "speed-up") == "4.00×"  # the figures of the case that ran
@@ -265,7 +287,10 @@ def test_export_html_and_csv(window, qtbot, suite_file, fake_config, monkeypatch
     assert "alpha" in html and "beta" in html and html.count("data:image/png;base64,") == 2
     rows = csv_path.read_text(encoding="utf-8").splitlines()
     assert rows[0] == ",".join(CSV_COLUMNS)
-    assert sum(row.startswith("alpha,") for row in rows) == 4 and sum(row.startswith("beta,") for row in rows) == 4
+    assert (
+        sum(row.startswith("alpha,") for row in rows) == 4
+        and sum(row.startswith("beta,") for row in rows) == 4
+    )
     assert tab.message.text() == f"Wrote {csv_path}"
     save_dialog_returns(monkeypatch, tmp_path / "missing" / "runs.csv")
     tab.results.export_csv_button.click()
@@ -280,7 +305,11 @@ def test_quick_check_runs_the_open_question_at_three_keeps(notes_window, qtbot, 
     wait_ab_done(qtbot, window)
     requests = engine_factory.engine.requests
     assert [(r["mode"], r["settings"].keep) for r in requests][-4:] == [
-        ("baseline", 0.2), ("spec", 0.1), ("spec", 0.2), ("spec", 0.3)]
+        ("baseline", 0.2),
+        ("spec", 0.1),
+        ("spec", 0.2),
+        ("spec", 0.3),
+    ]
     assert {r["question"] for r in requests} == {"What does the parser retry?"}
     assert tab.results.title.text() == "Results: quick check of notes.txt"
     cases = tab.results.cases
@@ -312,11 +341,16 @@ def test_the_reuse_cache_box_is_off_by_default_and_goes_into_the_request(window)
     assert not box.isChecked() and tab.request("t", [], ["0.1"], RunSettings()).reuse_cache is False
     box.setChecked(True)
     request = tab.request("suite.jsonl", [], ["0.1", "0.2"], RunSettings(max_new_tokens=7))
-    assert request.reuse_cache is True and request.keeps == ["0.1", "0.2"] and request.settings.max_new_tokens == 7
+    assert (
+        request.reuse_cache is True
+        and request.keeps == ["0.1", "0.2"]
+        and request.settings.max_new_tokens == 7
+    )
 
 
-def test_a_suite_reusing_document_caches_labels_its_cached_runs(window, qtbot, suite_file, engine_factory,
-                                                                fake_config):
+def test_a_suite_reusing_document_caches_labels_its_cached_runs(
+    window, qtbot, suite_file, engine_factory, fake_config
+):
     fake_config.make_fast()
     write_suite(suite_file, [*CASES, {**CASES[0], "id": "gamma", "question": "What else does it retry?"}])
     tab = window.ab_tab
@@ -328,7 +362,9 @@ def test_a_suite_reusing_document_caches_labels_its_cached_runs(window, qtbot, s
     requests = engine_factory.engine.requests
     assert requests and all("session" in r for r in requests)  # every run asked in a document session
     assert [(r["question"], r["mode"]) for r in requests[:2]] == [
-        ("What does the parser retry?", "baseline"), ("What else does it retry?", "baseline")]
+        ("What does the parser retry?", "baseline"),
+        ("What else does it retry?", "baseline"),
+    ]
     cases = tab.results.cases
     assert cases.text("alpha", "baseline TTFT") == "4.00 s"  # the document's first question: cold
     assert cases.text("gamma", "baseline TTFT") == "400 ms (cached: full prefill from the cache)"
@@ -340,8 +376,9 @@ def test_a_suite_reusing_document_caches_labels_its_cached_runs(window, qtbot, s
     assert summary.text("keep 0.2", "speed-up") == "4.00×"
 
 
-def test_a_suite_without_the_box_runs_cold_and_shows_no_cached_columns(window, qtbot, suite_file, engine_factory,
-                                                                        fake_config):
+def test_a_suite_without_the_box_runs_cold_and_shows_no_cached_columns(
+    window, qtbot, suite_file, engine_factory, fake_config
+):
     fake_config.make_fast()
     tab = window.ab_tab
     tab.suite.open_suite(suite_file)

@@ -60,7 +60,10 @@ def test_about_reads_versions_from_metadata_and_says_what_is_missing():
     facts = dict(about.version_facts())
     assert facts["llama-cpp-python"] == about.package_version("llama-cpp-python")
     assert about.package_version("no-such-distribution-here") == about.NOT_INSTALLED
-    assert dict(about.model_facts(None)) == {"Target model": about.NOT_LOADED, "Draft model": about.NOT_LOADED}
+    assert dict(about.model_facts(None)) == {
+        "Target model": about.NOT_LOADED,
+        "Draft model": about.NOT_LOADED,
+    }
 
 
 def test_help_menu_has_about(window):
@@ -111,7 +114,9 @@ def _assert_readable(background: QColor, text: QColor, what: str) -> None:
 
 def _css_pairs(css: str) -> list[tuple[str, str]]:
     """Every background in the CSS, each with the text colour set beside it (a background alone fails)."""
-    assert css.count("background") == len(_CSS_PAIR.findall(css)), f"a background without a text colour: {css}"
+    assert css.count("background") == len(_CSS_PAIR.findall(css)), (
+        f"a background without a text colour: {css}"
+    )
     return _CSS_PAIR.findall(css)
 
 

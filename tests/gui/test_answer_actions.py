@@ -121,7 +121,15 @@ def test_markdown_toggle_is_shared_and_remembered(loaded_window, qtbot, qsetting
 
 
 def test_run_facts_of_a_truncated_full_prefill_keep_the_caveat():
-    facts = run_facts(result(run="baseline", kept_fraction=1.0, positions="contiguous", fit="truncated",
-                             seen_fraction=0.52, document_tokens=62114))
+    facts = run_facts(
+        result(
+            run="baseline",
+            kept_fraction=1.0,
+            positions="contiguous",
+            fit="truncated",
+            seen_fraction=0.52,
+            document_tokens=62114,
+        )
+    )
     assert facts.endswith("positions contiguous · truncated: saw 52% of the document")
     assert "saw" not in run_facts(result())  # a run that saw it all says nothing more

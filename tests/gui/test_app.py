@@ -21,21 +21,43 @@ from tests.gui.conftest import fake_load_document
 
 
 def test_cli_flags_parse():
-    options = app.parse_args([
-        "--doc", "a.pdf", "--screenshot", "out.png", "--run-question", "Summarize this document",
-        "--tab", "heatmap", "--screenshot-when", "running",
-    ])
-    assert (options.doc, options.screenshot, options.run_question) == ("a.pdf", Path("out.png"), "Summarize this document")
-    assert (options.tab, options.screenshot_when, options.width, options.height) == ("heatmap", "running", 1400, 900)
+    options = app.parse_args(
+        [
+            "--doc",
+            "a.pdf",
+            "--screenshot",
+            "out.png",
+            "--run-question",
+            "Summarize this document",
+            "--tab",
+            "heatmap",
+            "--screenshot-when",
+            "running",
+        ]
+    )
+    assert (options.doc, options.screenshot, options.run_question) == (
+        "a.pdf",
+        Path("out.png"),
+        "Summarize this document",
+    )
+    assert (options.tab, options.screenshot_when, options.width, options.height) == (
+        "heatmap",
+        "running",
+        1400,
+        900,
+    )
 
 
-@pytest.mark.parametrize("argv", [
-    ["--run-question", "q", "--screenshot", "x.png"],  # a question needs a document
-    ["--size", "800x600"],  # too small for a useful screenshot
-    ["--size", "wide"],
-    ["--tab", "nowhere"],
-    ["a.pdf", "--doc", "b.pdf"],  # the document once: PATH or --doc
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--run-question", "q", "--screenshot", "x.png"],  # a question needs a document
+        ["--size", "800x600"],  # too small for a useful screenshot
+        ["--size", "wide"],
+        ["--tab", "nowhere"],
+        ["a.pdf", "--doc", "b.pdf"],  # the document once: PATH or --doc
+    ],
+)
 def test_bad_cli_flags_are_rejected(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         app.parse_args(argv)
@@ -71,7 +93,13 @@ def test_the_desktop_entry_passes_the_opened_file_as_the_document(opened):
 
 def test_the_desktop_entry_offers_the_app_for_the_documents_it_reads():
     mime_types = set(desktop_entry()["MimeType"].rstrip(";").split(";"))
-    assert mime_types >= {"application/pdf", "text/plain", "text/markdown", "text/x-python", "inode/directory"}
+    assert mime_types >= {
+        "application/pdf",
+        "text/plain",
+        "text/markdown",
+        "text/x-python",
+        "inode/directory",
+    }
 
 
 def test_screenshot_without_a_display_goes_offscreen(monkeypatch):
@@ -106,8 +134,16 @@ def test_the_engine_signatures_the_gui_relies_on():
     stream = inspect.signature(pipeline.Engine.stream).parameters
     assert {"document", "question", "mode", "settings", "cancel"} <= set(stream)
     info_fields = set(pipeline.EngineInfo.__dataclass_fields__)
-    assert {"target_name", "draft_name", "target_path", "draft_path", "positions_supported", "device",
-            "draft_memory_bytes", "n_ctx"} <= info_fields
+    assert {
+        "target_name",
+        "draft_name",
+        "target_path",
+        "draft_path",
+        "positions_supported",
+        "device",
+        "draft_memory_bytes",
+        "n_ctx",
+    } <= info_fields
     assert callable(pipeline.Engine.count_tokens) and callable(pipeline.Engine.close)
 
 
@@ -138,7 +174,9 @@ def test_screenshot_after_a_compare_shows_answers_and_heatmap(qtbot, shot_window
     assert shot_window.kept_view.spans
 
 
-def test_screenshot_while_running_is_taken_mid_generation(qtbot, shot_window, long_pdf, tmp_path, fake_config):
+def test_screenshot_while_running_is_taken_mid_generation(
+    qtbot, shot_window, long_pdf, tmp_path, fake_config
+):
     fake_config.token_s = 0.05
     out = tmp_path / "running.png"
     seen = {}
@@ -148,7 +186,9 @@ def test_screenshot_while_running_is_taken_mid_generation(qtbot, shot_window, lo
         seen["spec_words"] = len(shot_window.spec_pane.answer.toPlainText().split())
         seen["spec_result"] = shot_window.spec_pane.result
 
-    plan = ShotPlan(out=out, document=str(long_pdf), question="List the key points", when="running", tab="answers")
+    plan = ShotPlan(
+        out=out, document=str(long_pdf), question="List the key points", when="running", tab="answers"
+    )
     assert run_director(qtbot, shot_window, plan, on_done=capture_state) == EXIT_OK
     assert seen["active"] and seen["spec_result"] is None and seen["spec_words"] >= 5
     assert QImage(str(out)).width() >= 1000

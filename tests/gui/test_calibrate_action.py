@@ -41,7 +41,9 @@ class TimedFakeEngine(FakeEngine):
     def time_prefill(self, tokens: list[int], cancel: CancelToken = NEVER, on_step=None) -> float:
         return self._timed(len(tokens) * 1e-3, cancel, on_step)
 
-    def time_draft(self, tokens: list[int], settings=None, cancel: CancelToken = NEVER, on_step=None) -> float:
+    def time_draft(
+        self, tokens: list[int], settings=None, cancel: CancelToken = NEVER, on_step=None
+    ) -> float:
         if self.failure is not None:
             raise self.failure
         return self._timed(len(tokens) * 2e-4, cancel, on_step)
@@ -75,8 +77,10 @@ def cancel_button(dialog) -> QPushButton:
 
 
 def menu_texts(window) -> dict[str, list[str]]:
-    return {menu.title().replace("&", ""): [a.text().replace("&", "") for a in menu.actions()]
-            for menu in (action.menu() for action in window.menuBar().actions())}
+    return {
+        menu.title().replace("&", ""): [a.text().replace("&", "") for a in menu.actions()]
+        for menu in (action.menu() for action in window.menuBar().actions())
+    }
 
 
 def test_the_action_is_in_the_models_menu_and_the_hints_name_it(window):
@@ -86,8 +90,9 @@ def test_the_action_is_in_the_models_menu_and_the_hints_name_it(window):
     assert "Models ▸ Calibrate This Machine…" in remedy and "specprefill calibrate" in remedy
 
 
-def test_calibrating_shows_progress_and_updates_the_prediction(window, qtbot, long_pdf, engine_factory,
-                                                               progress_seen, monkeypatch):
+def test_calibrating_shows_progress_and_updates_the_prediction(
+    window, qtbot, long_pdf, engine_factory, progress_seen, monkeypatch
+):
     monkeypatch.setattr(TimedFakeEngine, "timing_s", 0.05)
     open_counted(window, qtbot, long_pdf)
     assert window.doc_info.prediction.text() == NOT_CALIBRATED
@@ -112,13 +117,16 @@ def test_calibrating_shows_progress_and_updates_the_prediction(window, qtbot, lo
     assert window.calibrate_action.isEnabled()
 
 
-def test_cancel_stops_the_calibration_and_stores_nothing(window, qtbot, long_pdf, engine_factory, progress_seen,
-                                                        monkeypatch):
+def test_cancel_stops_the_calibration_and_stores_nothing(
+    window, qtbot, long_pdf, engine_factory, progress_seen, monkeypatch
+):
     monkeypatch.setattr(TimedFakeEngine, "timing_s", 0.5)
     open_counted(window, qtbot, long_pdf)
     window.calibrate_action.trigger()
     dialog = window.calibration_flow.dialog
-    qtbot.waitUntil(lambda: len(engine_factory.engine.timing_threads) == 1, timeout=3000)  # inside the first timing
+    qtbot.waitUntil(
+        lambda: len(engine_factory.engine.timing_threads) == 1, timeout=3000
+    )  # inside the first timing
     qtbot.mouseClick(cancel_button(dialog), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not window.calibration.is_active, timeout=300)  # the timing's wait saw Cancel
     assert len(engine_factory.engine.timing_threads) == 1

@@ -55,11 +55,14 @@ def test_a_plain_error_that_mentions_a_password_does_not_prompt(make_window, qtb
     assert window.banner.text == "the form's encrypted password field is damaged"
 
 
-@pytest.mark.parametrize(("error_type", "remedy"), [
-    (ContextOverflowError, "turn on Settings ▸ Long documents"),
-    (PositionsUnsupportedError, "choose renumber or auto in Positions"),
-    (SettingsError, "check Settings"),
-])
+@pytest.mark.parametrize(
+    ("error_type", "remedy"),
+    [
+        (ContextOverflowError, "turn on Settings ▸ Long documents"),
+        (PositionsUnsupportedError, "choose renumber or auto in Positions"),
+        (SettingsError, "check Settings"),
+    ],
+)
 def test_a_run_error_gets_the_apps_own_remedy(loaded_window, qtbot, fake_config, error_type, remedy):
     fake_config.fail_stage, fake_config.fail_error_type = "prefill", error_type
     window = loaded_window
@@ -85,7 +88,9 @@ def test_a_broken_default_model_offers_to_re_assemble_whatever_its_message(make_
 
 
 def test_other_model_errors_offer_nothing(make_window, qtbot, fake_config):
-    fake_config.load_error = "the default target is missing"  # a plain SpecPrefillError: words alone offer nothing
+    fake_config.load_error = (
+        "the default target is missing"  # a plain SpecPrefillError: words alone offer nothing
+    )
     window = make_window(wait_ready=False, assemble_models=lambda progress, cancel: None)
     qtbot.waitUntil(lambda: window.banner.kind == "error", timeout=3000)
     assert not window.banner.action_button.isVisibleTo(window.banner)

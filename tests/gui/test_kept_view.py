@@ -33,7 +33,9 @@ def expected_kept_ranges(doc_text: str, selection) -> list[tuple[int, int]]:
     """Worked out char by char from the fake's layout (a token every 4 prompt chars), not via desktop code."""
     kept = set(selection.kept_chunks)
     doc_start = selection.doc_char_span[0]
-    flags = [((doc_start + c) // CHARS_PER_TOKEN) // selection.chunk_size in kept for c in range(len(doc_text))]
+    flags = [
+        ((doc_start + c) // CHARS_PER_TOKEN) // selection.chunk_size in kept for c in range(len(doc_text))
+    ]
     ranges, start = [], None
     for c, flag in enumerate(flags + [False]):
         if flag and start is None:
@@ -136,7 +138,11 @@ def click_item(qtbot, list_widget, row: int) -> None:
 
 def test_clicking_a_page_jumps_there(view, doc, selection, qtbot):
     view.set_selection(doc, selection)
-    assert [view.segments.item(i).text().split("  ·  ")[0] for i in range(3)] == ["page 1", "page 2", "page 3"]
+    assert [view.segments.item(i).text().split("  ·  ")[0] for i in range(3)] == [
+        "page 1",
+        "page 2",
+        "page 3",
+    ]
     assert all("kept" in view.segments.item(i).text() for i in range(3))
     click_item(qtbot, view.segments, 2)
     page3 = doc.segments[2]

@@ -28,7 +28,9 @@ def big_document() -> Document:
     line = "The parser retries failed requests; naïve clients give up early. 0123456789\n"  # not ASCII
     text = (line * (DOC_CHARS // len(line) + 1))[:DOC_CHARS]
     third = len(text) // 3
-    segments = [Segment(f"page {n + 1}", "page", n * third, (n + 1) * third if n < 2 else len(text)) for n in range(3)]
+    segments = [
+        Segment(f"page {n + 1}", "page", n * third, (n + 1) * third if n < 2 else len(text)) for n in range(3)
+    ]
     return Document(Path("/docs/huge.pdf"), "pdf", text, segments, [])
 
 
@@ -36,9 +38,15 @@ def big_selection(doc_length: int) -> Selection:
     head = 100  # the system prompt before the document
     offsets = list(range(0, head + doc_length + 50, CHARS_PER_TOKEN))
     starts = list(range(0, len(offsets), CHUNK_SIZE))
-    return Selection(chunk_size=CHUNK_SIZE, chunk_starts=starts, chunk_scores=[(i % 7) / 7 for i in range(len(starts))],
-                     kept_chunks=[i for i in range(len(starts)) if i % 5 == 0], protected_chunks=[0],
-                     token_char_offsets=offsets, doc_char_span=(head, head + doc_length))
+    return Selection(
+        chunk_size=CHUNK_SIZE,
+        chunk_starts=starts,
+        chunk_scores=[(i % 7) / 7 for i in range(len(starts))],
+        kept_chunks=[i for i in range(len(starts)) if i % 5 == 0],
+        protected_chunks=[0],
+        token_char_offsets=offsets,
+        doc_char_span=(head, head + doc_length),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +62,11 @@ def gui_work(monkeypatch) -> dict:
     def on_gui_thread() -> bool:
         return threading.current_thread() is threading.main_thread()
 
-    real_index, real_spans, real_of_ranges = (text_projection.Utf16Index, selection_map.chunk_spans,
-                                              text_projection.TextProjection.of_ranges.__func__)
+    real_index, real_spans, real_of_ranges = (
+        text_projection.Utf16Index,
+        selection_map.chunk_spans,
+        text_projection.TextProjection.of_ranges.__func__,
+    )
 
     class CountingIndex(real_index):
         def __init__(self, text: str) -> None:

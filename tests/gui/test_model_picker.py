@@ -14,8 +14,9 @@ from tests.fixtures.tiny_gguf import write_tiny_qwen2_gguf
 
 
 def found(path, name):
-    return DiscoveredModel(name, f"test:{name}", "lmstudio", path, path.resolve(), path.stat().st_size,
-                           read_facts(path))
+    return DiscoveredModel(
+        name, f"test:{name}", "lmstudio", path, path.resolve(), path.stat().st_size, read_facts(path)
+    )
 
 
 @pytest.fixture
@@ -24,8 +25,11 @@ def discovery(tmp_path):
     small = write_tiny_qwen2_gguf(tmp_path / "small.gguf", n_layer=2, n_embd=64, seed=2)
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF not really")
-    models = [found(big, "big"), found(small, "small"),
-              DiscoveredModel("broken", "test:broken", "ollama", broken, broken, 15, None, "not a GGUF file")]
+    models = [
+        found(big, "big"),
+        found(small, "small"),
+        DiscoveredModel("broken", "test:broken", "ollama", broken, broken, 15, None, "not a GGUF file"),
+    ]
     return Discovery(sources=[], models=models)
 
 

@@ -26,8 +26,17 @@ from tests.gui.conftest import build_prompt, make_selection
 
 def result(run="spec", answer="Paris is the capital.", ttft=1.0, **extra) -> RunResult:
     fields = dict(
-        run=run, answer=answer, prompt_tokens=8000, prefill_tokens=1600, ttft_s=ttft, decode_tok_s=37.5,
-        generated_tokens=5, tokenize_s=0.02, target_prefill_s=0.8, kept_fraction=0.2, positions="restore",
+        run=run,
+        answer=answer,
+        prompt_tokens=8000,
+        prefill_tokens=1600,
+        ttft_s=ttft,
+        decode_tok_s=37.5,
+        generated_tokens=5,
+        tokenize_s=0.02,
+        target_prefill_s=0.8,
+        kept_fraction=0.2,
+        positions="restore",
     )
     fields.update(extra)
     return RunResult(**fields)
@@ -74,13 +83,19 @@ def test_pane_follows_a_spec_run_from_stage_to_result(spec_pane):
 
 
 def test_auto_keep_and_coverage_are_explained_beside_the_kept_share(spec_pane):
-    spec_pane.apply(RunFinished("spec", result(keep_reason="the relevant text is concentrated", covered_parts=12)))
-    assert spec_pane.kept.text() == ("20% of 8,000 tokens · keep auto chose 20%: the relevant text is concentrated; "
-                                     "every one of 12 parts covered")
+    spec_pane.apply(
+        RunFinished("spec", result(keep_reason="the relevant text is concentrated", covered_parts=12))
+    )
+    assert spec_pane.kept.text() == (
+        "20% of 8,000 tokens · keep auto chose 20%: the relevant text is concentrated; "
+        "every one of 12 parts covered"
+    )
 
 
 def test_bypassed_spec_run_says_so_clearly(spec_pane):
-    spec_pane.apply(RunFinished("spec", result(bypassed=True, bypass_reason="1,200 tokens < 4,096", kept_fraction=1.0)))
+    spec_pane.apply(
+        RunFinished("spec", result(bypassed=True, bypass_reason="1,200 tokens < 4,096", kept_fraction=1.0))
+    )
     assert not spec_pane.notice.isHidden()
     assert spec_pane.notice.text() == "SpecPrefill bypassed: 1,200 tokens < 4,096"
     assert spec_pane.notice.text().count("bypassed") == 1
@@ -196,9 +211,21 @@ def test_a_truncated_full_prefill_says_how_much_it_saw(qtbot):
     pane = RunPane("baseline", "Full prefill")
     qtbot.addWidget(pane)
     pane.begin(max_new_tokens=10)
-    pane.apply(RunFinished("baseline", result(run="baseline", prompt_tokens=32256, prefill_tokens=32256,
-                                               kept_fraction=1.0, document_tokens=62114, fit="truncated",
-                                               seen_fraction=0.52, truncated_tokens=29858)))
+    pane.apply(
+        RunFinished(
+            "baseline",
+            result(
+                run="baseline",
+                prompt_tokens=32256,
+                prefill_tokens=32256,
+                kept_fraction=1.0,
+                document_tokens=62114,
+                fit="truncated",
+                seen_fraction=0.52,
+                truncated_tokens=29858,
+            ),
+        )
+    )
     assert not pane.fit.isHidden()
     assert pane.fit.text() == "truncated: saw 52% of the document"
     pane.begin(max_new_tokens=10)  # the next run starts without the last one's label
@@ -206,9 +233,20 @@ def test_a_truncated_full_prefill_says_how_much_it_saw(qtbot):
 
 
 def test_a_spec_run_fitted_by_selection_says_how_much_it_saw(spec_pane):
-    spec_pane.apply(RunFinished("spec", result(prompt_tokens=62114, prefill_tokens=11180, kept_fraction=0.18,
-                                               positions="compress", document_tokens=62000, fit="selected",
-                                               seen_fraction=0.18)))
+    spec_pane.apply(
+        RunFinished(
+            "spec",
+            result(
+                prompt_tokens=62114,
+                prefill_tokens=11180,
+                kept_fraction=0.18,
+                positions="compress",
+                document_tokens=62000,
+                fit="selected",
+                seen_fraction=0.18,
+            ),
+        )
+    )
     assert not spec_pane.fit.isHidden()
     assert spec_pane.fit.text() == "fit by selection: saw 18% of the document"
     assert spec_pane.positions.text() == "compress (gaps shrunk to fit)"
@@ -231,7 +269,9 @@ def test_a_long_draft_stage_shows_its_progress(spec_pane):
 def test_the_speedup_over_a_truncated_full_prefill_says_so(qtbot):
     bar = ComparisonBar()
     qtbot.addWidget(bar)
-    bar.show_results(result(run="baseline", ttft=3.84, fit="truncated", seen_fraction=0.64), result(ttft=2.42))
+    bar.show_results(
+        result(run="baseline", ttft=3.84, fit="truncated", seen_fraction=0.64), result(ttft=2.42)
+    )
     assert bar.speedup.text() == "Speed-up: 1.59× (TTFT 3.84 s → 2.42 s, full prefill truncated)"
 
 

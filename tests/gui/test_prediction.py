@@ -12,10 +12,14 @@ import pytest
 from desktop.settings_store import RunPreferences
 from tests.gui.conftest import FAKE_CALIBRATION, wait_run_done
 
-AT_20 = ("Predicted TTFT at keep 20%: full prefill 6.00 s → SpecPrefill 2.42 s "
-         "(draft 1.20 s + prefill 1.22 s) · speed-up 2.48×")
-AT_50 = ("Predicted TTFT at keep 50%: full prefill 6.00 s → SpecPrefill 4.21 s "
-         "(draft 1.20 s + prefill 3.01 s) · speed-up 1.43×")
+AT_20 = (
+    "Predicted TTFT at keep 20%: full prefill 6.00 s → SpecPrefill 2.42 s "
+    "(draft 1.20 s + prefill 1.22 s) · speed-up 2.48×"
+)
+AT_50 = (
+    "Predicted TTFT at keep 50%: full prefill 6.00 s → SpecPrefill 4.21 s "
+    "(draft 1.20 s + prefill 3.01 s) · speed-up 1.43×"
+)
 WILL_RUN = "SpecPrefill will run on this document"
 
 
@@ -46,7 +50,9 @@ def test_prediction_follows_the_keep_slider(calibrated, window, qtbot, long_pdf)
     assert window.doc_info.prediction.text() == AT_20
 
 
-def test_calibrated_automatic_threshold_bypasses_where_no_gain_is_predicted(calibrated, window, qtbot, long_pdf):
+def test_calibrated_automatic_threshold_bypasses_where_no_gain_is_predicted(
+    calibrated, window, qtbot, long_pdf
+):
     open_counted(window, qtbot, long_pdf)
     window.controls.keep_slider.setValue(90)  # 1.20 s draft + 5.44 s prefill is slower than 6.00 s
     assert window.doc_info.bypass.text() == "SpecPrefill will be bypassed: no gain predicted at 6000 tokens"
@@ -64,7 +70,8 @@ def test_a_manual_threshold_wins_over_the_calibration(calibrated, window, qtbot,
     open_counted(window, qtbot, long_pdf)
     window.apply_settings(window.store.model_settings(), RunPreferences(min_tokens=10000))
     assert window.doc_info.bypass.text() == (
-        "SpecPrefill will be bypassed: 6000 tokens is below the SpecPrefill threshold of 10000")
+        "SpecPrefill will be bypassed: 6000 tokens is below the SpecPrefill threshold of 10000"
+    )
     window.controls.keep_slider.setValue(90)
     window.apply_settings(window.store.model_settings(), RunPreferences(min_tokens=0))
     assert window.doc_info.bypass.text() == WILL_RUN
@@ -74,11 +81,13 @@ def test_a_manual_threshold_wins_over_the_calibration(calibrated, window, qtbot,
 def test_without_calibration_the_fixed_threshold_decides(window, qtbot, long_pdf, short_txt):
     open_counted(window, qtbot, long_pdf)
     assert window.doc_info.prediction.text() == (
-        "Predicted TTFT: not calibrated: use Models ▸ Calibrate This Machine… (or `specprefill calibrate`)")
+        "Predicted TTFT: not calibrated: use Models ▸ Calibrate This Machine… (or `specprefill calibrate`)"
+    )
     assert window.doc_info.bypass.text() == WILL_RUN
     open_counted(window, qtbot, short_txt)
     assert window.doc_info.bypass.text() == (
-        "SpecPrefill will be bypassed: 500 tokens is below the SpecPrefill threshold of 4096")
+        "SpecPrefill will be bypassed: 500 tokens is below the SpecPrefill threshold of 4096"
+    )
 
 
 def test_the_prediction_waits_for_the_reloaded_engine(calibrated, window, qtbot, long_pdf, fake_config):
@@ -95,8 +104,10 @@ def test_the_prediction_waits_for_the_reloaded_engine(calibrated, window, qtbot,
 # With a 4,096-token window and the default 256 new tokens the target may prefill 3,840 tokens:
 # long_pdf's 6,000 are 1.5 windows, and a full prefill sees its first 64%.
 
-OVER_WINDOW = ("6,000 tokens · 1.5× the 4,096-token window · SpecPrefill keeps 20% (fits by selection); "
-               "a full prefill would see only the first 64%")
+OVER_WINDOW = (
+    "6,000 tokens · 1.5× the 4,096-token window · SpecPrefill keeps 20% (fits by selection); "
+    "a full prefill would see only the first 64%"
+)
 
 
 @pytest.fixture
@@ -110,7 +121,8 @@ def test_a_document_over_the_window_says_what_each_run_will_see(small_window, wi
     assert window.doc_info.bypass.text() == WILL_RUN  # never bypassed: the selection is what makes it fit
     window.controls.keep_slider.setValue(90)  # more than fits: SpecPrefill keeps what does
     assert window.doc_info.details.text().endswith(
-        "SpecPrefill keeps 64% (fits by selection); a full prefill would see only the first 64%")
+        "SpecPrefill keeps 64% (fits by selection); a full prefill would see only the first 64%"
+    )
 
 
 def test_a_document_within_the_window_shows_its_count_alone(window, qtbot, long_pdf):
@@ -118,8 +130,9 @@ def test_a_document_within_the_window_shows_its_count_alone(window, qtbot, long_
     assert window.doc_info.details.text() == "3 pages · 24,002 characters · 6,000 tokens"
 
 
-def test_the_window_line_goes_with_the_engine_and_comes_back_with_it(small_window, window, qtbot, long_pdf,
-                                                                     fake_config):
+def test_the_window_line_goes_with_the_engine_and_comes_back_with_it(
+    small_window, window, qtbot, long_pdf, fake_config
+):
     open_counted(window, qtbot, long_pdf)
     fake_config.load_step_s = 0.05
     window.reload_action.trigger()
@@ -127,10 +140,12 @@ def test_the_window_line_goes_with_the_engine_and_comes_back_with_it(small_windo
     qtbot.waitUntil(lambda: window.doc_info.details.text().endswith(OVER_WINDOW), timeout=3000)
 
 
-def test_the_predicted_full_prefill_of_a_document_over_the_window_is_its_cut_prompt(small_window, calibrated,
-                                                                                    window, qtbot, long_pdf):
+def test_the_predicted_full_prefill_of_a_document_over_the_window_is_its_cut_prompt(
+    small_window, calibrated, window, qtbot, long_pdf
+):
     open_counted(window, qtbot, long_pdf)
     # The full prefill is cut to 3,840 tokens (3.84 s); SpecPrefill's draft reads all 6,000 (1.20 s).
     assert window.doc_info.prediction.text() == (
         "Predicted TTFT at keep 20%: full prefill (cut to fit) 3.84 s → SpecPrefill 2.42 s "
-        "(draft 1.20 s + prefill 1.22 s) · speed-up 1.59×")
+        "(draft 1.20 s + prefill 1.22 s) · speed-up 1.59×"
+    )

@@ -17,8 +17,10 @@ def slow_read(engine, chunks: int, chunk_s: float) -> None:
 
 
 def wait_reading(qtbot, window) -> None:
-    qtbot.waitUntil(lambda: window.fill_status.text.startswith("Reading ahead: ") and window.thread.fill.done > 0,
-                    timeout=3000)
+    qtbot.waitUntil(
+        lambda: window.fill_status.text.startswith("Reading ahead: ") and window.thread.fill.done > 0,
+        timeout=3000,
+    )
 
 
 def test_opening_a_document_reads_it_ahead_with_progress_then_fills(window, qtbot, engine_factory, long_pdf):
@@ -34,7 +36,9 @@ def test_opening_a_document_reads_it_ahead_with_progress_then_fills(window, qtbo
     assert [r["mode"] for r in engine.requests] == []  # no question was asked for it
 
 
-def test_asking_at_once_never_blocks_the_window_and_the_read_ahead_yields(window, qtbot, engine_factory, long_pdf):
+def test_asking_at_once_never_blocks_the_window_and_the_read_ahead_yields(
+    window, qtbot, engine_factory, long_pdf
+):
     engine = engine_factory.engine
     slow_read(engine, chunks=50, chunk_s=0.1)
     open_and_ask(window, qtbot, long_pdf, "Summarize this document")
@@ -63,7 +67,8 @@ def test_cancel_stops_the_read_ahead_within_a_second(window, qtbot, engine_facto
 
 
 def test_switching_documents_cancels_the_read_ahead_and_reads_the_new_one(
-        window, qtbot, engine_factory, long_pdf, short_txt):
+    window, qtbot, engine_factory, long_pdf, short_txt
+):
     engine = engine_factory.engine
     slow_read(engine, chunks=100, chunk_s=0.1)
     open_and_ask(window, qtbot, long_pdf, "Summarize this document")

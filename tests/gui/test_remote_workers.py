@@ -147,11 +147,20 @@ def test_the_workers_persist_across_a_restart(dialog, qsettings):
     reopened.deleteLater()
 
 
-@pytest.mark.parametrize(("stored", "expected"), [
-    ({"models/rpc": "not-a-worker"}, ModelSettings()),
-    ({"models/rpc": "127.0.0.1:50052", "models/rpc_split": "1,1,1"}, ModelSettings(rpc="127.0.0.1:50052")),
-    ({"models/rpc": "127.0.0.1:50052", "models/n_ctx": 4096}, ModelSettings(rpc="127.0.0.1:50052", n_ctx=4096)),
-])
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        ({"models/rpc": "not-a-worker"}, ModelSettings()),
+        (
+            {"models/rpc": "127.0.0.1:50052", "models/rpc_split": "1,1,1"},
+            ModelSettings(rpc="127.0.0.1:50052"),
+        ),
+        (
+            {"models/rpc": "127.0.0.1:50052", "models/n_ctx": 4096},
+            ModelSettings(rpc="127.0.0.1:50052", n_ctx=4096),
+        ),
+    ],
+)
 def test_stored_workers_the_engine_refuses_read_as_the_default(qsettings, stored, expected):
     for key, value in stored.items():
         qsettings.setValue(key, value)
@@ -263,8 +272,10 @@ def test_the_status_bar_names_the_backends_of_a_split_target(qtbot):
     qtbot.addWidget(bar)
     status = EngineStatus(bar)
     status.show_info(SplitInfo())
-    assert status.device.text() == ("Draft: cpu · Target: CPU 10 layers + 2 RPC workers 9+9 "
-                                    "(CPU, RPC 127.0.0.1:50052, RPC 127.0.0.1:50053) · context 32,768")
+    assert status.device.text() == (
+        "Draft: cpu · Target: CPU 10 layers + 2 RPC workers 9+9 "
+        "(CPU, RPC 127.0.0.1:50052, RPC 127.0.0.1:50053) · context 32,768"
+    )
 
 
 @pytest.mark.parametrize("backends", [("CPU",), ()])

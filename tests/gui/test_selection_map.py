@@ -9,15 +9,24 @@ from engine.core.events import Selection
 
 def selection_for(offsets, starts, scores, kept, protected=(), doc_span=(10, 50), chunk_size=2):
     return Selection(
-        chunk_size=chunk_size, chunk_starts=list(starts), chunk_scores=list(scores), kept_chunks=list(kept),
-        protected_chunks=list(protected), token_char_offsets=list(offsets), doc_char_span=doc_span,
+        chunk_size=chunk_size,
+        chunk_starts=list(starts),
+        chunk_scores=list(scores),
+        kept_chunks=list(kept),
+        protected_chunks=list(protected),
+        token_char_offsets=list(offsets),
+        doc_char_span=doc_span,
     )
 
 
 def test_chunks_map_to_document_offsets_and_outside_chunks_are_dropped():
     # Tokens every 5 prompt chars; the document is prompt[10:50]; chunks of 2 tokens.
     sel = selection_for(
-        offsets=range(0, 60, 5), starts=[0, 2, 4, 6, 8, 10], scores=[9, 1, 5, 3, 2, 7], kept=[0, 2, 5], protected=[0, 5]
+        offsets=range(0, 60, 5),
+        starts=[0, 2, 4, 6, 8, 10],
+        scores=[9, 1, 5, 3, 2, 7],
+        kept=[0, 2, 5],
+        protected=[0, 5],
     )
     spans = chunk_spans(sel, doc_length=40)
     # chunk 0 covers prompt [0,10): before the document, so it is left out; chunk 5 covers [50,60): after it.
@@ -31,7 +40,11 @@ def test_a_chunk_straddling_the_document_edge_is_clipped():
     sel = selection_for(offsets=range(0, 60, 5), starts=[0, 3, 6, 9], scores=[1, 2, 3, 4], kept=[0, 3])
     spans = chunk_spans(sel, doc_length=40)
     assert (spans[0].index, spans[0].start, spans[0].end) == (0, 0, 5)  # prompt [0,15) -> doc [0,5)
-    assert (spans[-1].index, spans[-1].start, spans[-1].end) == (3, 35, 40)  # prompt [45,..) clipped at doc end
+    assert (spans[-1].index, spans[-1].start, spans[-1].end) == (
+        3,
+        35,
+        40,
+    )  # prompt [45,..) clipped at doc end
     assert kept_ranges(spans) == [(0, 5), (35, 40)]
 
 
@@ -64,8 +77,9 @@ def test_utf16_index_counts_astral_characters_twice():
 
 def test_shades_spread_within_kept_and_within_dropped():
     # Kept scores 7 and 9 sit at the top of the document's range; their shades still span 0..1.
-    sel = selection_for(offsets=range(0, 60, 5), starts=[2, 4, 6, 8], scores=[1, 7, 9, 4], kept=[1, 2],
-                        doc_span=(10, 50))
+    sel = selection_for(
+        offsets=range(0, 60, 5), starts=[2, 4, 6, 8], scores=[1, 7, 9, 4], kept=[1, 2], doc_span=(10, 50)
+    )
     spans = chunk_spans(sel, doc_length=40)
     by_index = {s.index: s for s in spans}
     assert (by_index[1].shade, by_index[2].shade) == (0.0, 1.0)

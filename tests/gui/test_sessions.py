@@ -24,21 +24,26 @@ def slow_fill(engine, batches: int = 20, batch_s: float = 0.03) -> None:
 
 
 def wait_fill(qtbot, window, word: str, timeout: int = 5000) -> None:
-    qtbot.waitUntil(lambda: f"— {word}" in window.fill_status.text or window.fill_status.text.endswith(word),
-                    timeout=timeout)
+    qtbot.waitUntil(
+        lambda: f"— {word}" in window.fill_status.text or window.fill_status.text.endswith(word),
+        timeout=timeout,
+    )
 
 
 def switch_to(window, qtbot, path, question: str) -> None:
     """Open another document and wait until it is the window's, with its tokens counted."""
     window.open_path(str(path))
-    qtbot.waitUntil(lambda: window.documents.document.path == path and window.documents.tokens is not None,
-                    timeout=3000)
+    qtbot.waitUntil(
+        lambda: window.documents.document.path == path and window.documents.tokens is not None, timeout=3000
+    )
     window.question.set_question(question)
 
 
 def wait_fill_running(qtbot, window) -> None:
     """Until the fill has reported progress: it runs on the engine, not only in the status bar."""
-    qtbot.waitUntil(lambda: window.thread.fill.status == "filling" and window.thread.fill.done > 0, timeout=3000)
+    qtbot.waitUntil(
+        lambda: window.thread.fill.status == "filling" and window.thread.fill.done > 0, timeout=3000
+    )
 
 
 def start_slow_fill(window, qtbot, engine, batches: int, batch_s: float) -> None:
@@ -100,7 +105,8 @@ def test_a_compare_on_a_follow_up_says_it_compares_the_cached_document(loaded_wi
 
 
 def test_the_fill_starts_after_a_spec_answer_pauses_for_a_question_and_resumes(
-        loaded_window, qtbot, engine_factory, fake_config):
+    loaded_window, qtbot, engine_factory, fake_config
+):
     window = loaded_window
     engine = engine_factory.engine
     slow_fill(engine)
@@ -127,7 +133,7 @@ def test_the_fill_starts_after_a_spec_answer_pauses_for_a_question_and_resumes(
     wait_fill(qtbot, window, "ready")
     assert READY_NOTE in window.fill_status.text
     assert [call.status for call in engine.background_calls] == ["paused", "done"]
-    resumed = [done for status, done in states[states.index(("paused", paused_at)):] if status == "filling"]
+    resumed = [done for status, done in states[states.index(("paused", paused_at)) :] if status == "filling"]
     assert resumed[1] > paused_at, "the fill started again from the start instead of resuming"
 
 
@@ -145,8 +151,10 @@ def test_turning_the_setting_off_cancels_a_running_fill(loaded_window, qtbot, en
     engine = engine_factory.engine
     start_slow_fill(window, qtbot, engine, batches=50, batch_s=0.05)
     window.apply_settings(window.store.model_settings(), RunPreferences(background_prefill=False))
-    qtbot.waitUntil(lambda: bool(engine.background_calls) and engine.background_calls[-1].status == "cancelled",
-                    timeout=1000)
+    qtbot.waitUntil(
+        lambda: bool(engine.background_calls) and engine.background_calls[-1].status == "cancelled",
+        timeout=1000,
+    )
     qtbot.waitUntil(lambda: not window.fill.is_active, timeout=1000)
     assert window.fill_status.text.endswith("off")
 
@@ -237,8 +245,9 @@ def test_float_settings_have_decimal_editors_from_the_schema(qtbot):
         editor.setValue(0)
         assert option.zero_means in editor.text()  # 0 says it means off
     assert isinstance(dialog.editor("background_prefill"), QCheckBox)
-    dialog.set_values(ModelSettings(state_cache_gb=2.5, draft_cache_gb=0.0),
-                      RunPreferences(background_prefill=False))
+    dialog.set_values(
+        ModelSettings(state_cache_gb=2.5, draft_cache_gb=0.0), RunPreferences(background_prefill=False)
+    )
     assert dialog.model_settings() == ModelSettings(state_cache_gb=2.5, draft_cache_gb=0.0)
     assert dialog.run_preferences().background_prefill is False
 

@@ -50,16 +50,21 @@ def test_a_stored_look_ahead_of_zero_reads_back_as_the_default(qsettings, store)
     assert store.run_preferences().lookahead == RunSettings().lookahead
 
 
-@pytest.mark.parametrize(("key", "stored", "field", "cls"), [
-    ("run/chunk_size", "-3", "chunk_size", RunSettings),
-    ("run/max_new_tokens", "lots", "max_new_tokens", RunSettings),
-    ("run/draft_window", -1, "draft_window", RunSettings),
-    ("models/device", "tpu", "device", ModelSettings),
-    ("models/draft_quant", "int4", "draft_quant", ModelSettings),
-    ("models/n_ctx", 16, "n_ctx", ModelSettings),
-    ("models/n_batch", 0, "n_batch", ModelSettings),
-])
-def test_a_stored_value_the_schema_refuses_reads_back_as_the_default(qsettings, store, key, stored, field, cls):
+@pytest.mark.parametrize(
+    ("key", "stored", "field", "cls"),
+    [
+        ("run/chunk_size", "-3", "chunk_size", RunSettings),
+        ("run/max_new_tokens", "lots", "max_new_tokens", RunSettings),
+        ("run/draft_window", -1, "draft_window", RunSettings),
+        ("models/device", "tpu", "device", ModelSettings),
+        ("models/draft_quant", "int4", "draft_quant", ModelSettings),
+        ("models/n_ctx", 16, "n_ctx", ModelSettings),
+        ("models/n_batch", 0, "n_batch", ModelSettings),
+    ],
+)
+def test_a_stored_value_the_schema_refuses_reads_back_as_the_default(
+    qsettings, store, key, stored, field, cls
+):
     qsettings.setValue(key, stored)
     read = store.model_settings() if cls is ModelSettings else store.run_preferences()
     assert getattr(read, field) == getattr(cls(), field)
@@ -94,11 +99,16 @@ def test_choices_come_from_the_schema(dialog, qtbot):
     for name in ("device", "draft_quant"):
         combo = dialog.editor(name)
         assert isinstance(combo, QComboBox)
-        assert tuple(combo.itemData(i) for i in range(combo.count())) == option_of(ModelSettings, name).choices
+        assert (
+            tuple(combo.itemData(i) for i in range(combo.count())) == option_of(ModelSettings, name).choices
+        )
     controls = RunControls()
     qtbot.addWidget(controls)
     positions = controls.positions
-    assert tuple(positions.itemData(i) for i in range(positions.count())) == option_of(RunSettings, "positions").choices
+    assert (
+        tuple(positions.itemData(i) for i in range(positions.count()))
+        == option_of(RunSettings, "positions").choices
+    )
     assert controls.position_mode == RunSettings().positions
 
 
@@ -129,10 +139,17 @@ def test_the_flags_are_check_boxes_worded_by_the_schema(dialog):
 
 
 def test_every_setting_round_trips_through_the_dialog(dialog):
-    models = ModelSettings(target_path=Path("/m/t.gguf"), draft_path=Path("/m/d"), device="cuda",
-                           draft_quant="none", n_threads=3, n_ctx=8192)
-    prefs = RunPreferences(chunk_size=16, lookahead=3, draft_window=0, max_new_tokens=99, min_tokens=0,
-                           truncate=True)
+    models = ModelSettings(
+        target_path=Path("/m/t.gguf"),
+        draft_path=Path("/m/d"),
+        device="cuda",
+        draft_quant="none",
+        n_threads=3,
+        n_ctx=8192,
+    )
+    prefs = RunPreferences(
+        chunk_size=16, lookahead=3, draft_window=0, max_new_tokens=99, min_tokens=0, truncate=True
+    )
     dialog.set_values(models, prefs)
     assert dialog.model_settings() == models
     assert dialog.run_preferences() == prefs
@@ -168,16 +185,29 @@ def test_an_automatic_context_is_stored_as_zero_and_an_old_32768_still_reads(qse
 
 def test_settings_written_by_the_previous_version_still_load(qsettings, store):
     for key, value in {
-        "models/target_path": "/m/t.gguf", "models/draft_path": "", "models/device": "cpu",
-        "models/n_threads": 0, "models/n_ctx": 4096, "models/n_batch": 256, "models/draft_quant": "none",
-        "run/chunk_size": 16, "run/lookahead": 4, "run/draft_window": 0, "run/max_new_tokens": 64,
-        "run/min_tokens": "auto", "run/truncate": 1, "ui/keep_percent": 35, "ui/position_mode": "renumber",
+        "models/target_path": "/m/t.gguf",
+        "models/draft_path": "",
+        "models/device": "cpu",
+        "models/n_threads": 0,
+        "models/n_ctx": 4096,
+        "models/n_batch": 256,
+        "models/draft_quant": "none",
+        "run/chunk_size": 16,
+        "run/lookahead": 4,
+        "run/draft_window": 0,
+        "run/max_new_tokens": 64,
+        "run/min_tokens": "auto",
+        "run/truncate": 1,
+        "ui/keep_percent": 35,
+        "ui/position_mode": "renumber",
     }.items():
         qsettings.setValue(key, value)
-    assert store.model_settings() == ModelSettings(target_path=Path("/m/t.gguf"), device="cpu", n_ctx=4096,
-                                                   n_batch=256, draft_quant="none")
-    assert store.run_preferences() == RunPreferences(chunk_size=16, lookahead=4, draft_window=0, max_new_tokens=64,
-                                                     min_tokens=None, truncate=True)
+    assert store.model_settings() == ModelSettings(
+        target_path=Path("/m/t.gguf"), device="cpu", n_ctx=4096, n_batch=256, draft_quant="none"
+    )
+    assert store.run_preferences() == RunPreferences(
+        chunk_size=16, lookahead=4, draft_window=0, max_new_tokens=64, min_tokens=None, truncate=True
+    )
     assert (store.keep_percent(), store.position_mode()) == (35, "renumber")
 
 
@@ -189,4 +219,5 @@ def test_saving_writes_todays_keys_and_formats(qsettings, store):
     assert qsettings.value("run/min_tokens") == "auto"
     assert int(qsettings.value("run/truncate")) == 1
     assert {key.split("/")[1] for key in qsettings.allKeys() if key.startswith("models/")} == {
-        name for name, _, _ in options(ModelSettings)}
+        name for name, _, _ in options(ModelSettings)
+    }

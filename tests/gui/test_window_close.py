@@ -9,8 +9,9 @@ from tests.gui.conftest import fake_load_document
 NATIVE_CALL_S = 3.5  # longer than the 3 s the host used to wait before freeing the engine anyway
 
 
-def test_closing_during_a_native_call_frees_the_engine_only_after_it_returns(make_window, qtbot, engine_factory,
-                                                                             long_pdf):
+def test_closing_during_a_native_call_frees_the_engine_only_after_it_returns(
+    make_window, qtbot, engine_factory, long_pdf
+):
     window = make_window()
     engine = engine_factory.engine
     started, release = threading.Event(), threading.Event()

@@ -14,8 +14,10 @@ from tests.gui.conftest import CHARS_PER_TOKEN, fake_load_document, wait
 
 
 def wait_loaded(qtbot, window, name: str) -> None:
-    qtbot.waitUntil(lambda: window.documents.document is not None and window.documents.document.path.name == name,
-                    timeout=3000)
+    qtbot.waitUntil(
+        lambda: window.documents.document is not None and window.documents.document.path.name == name,
+        timeout=3000,
+    )
 
 
 def test_open_file_by_dialog_shows_pages_chars_tokens_and_bypass(window, qtbot, long_pdf, monkeypatch):
@@ -69,10 +71,20 @@ def drop_event_for(paths: list[Path], cls=QDropEvent):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
     if cls is QDragEnterEvent:
-        return QDragEnterEvent(QPoint(100, 100), Qt.DropAction.CopyAction, mime,
-                               Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier), mime
-    return QDropEvent(QPointF(100, 100), Qt.DropAction.CopyAction, mime,
-                      Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier), mime
+        return QDragEnterEvent(
+            QPoint(100, 100),
+            Qt.DropAction.CopyAction,
+            mime,
+            Qt.MouseButton.LeftButton,
+            Qt.KeyboardModifier.NoModifier,
+        ), mime
+    return QDropEvent(
+        QPointF(100, 100),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    ), mime
 
 
 def test_drag_and_drop_of_a_file_opens_it(window, qtbot, long_pdf):
@@ -95,8 +107,13 @@ def test_drag_and_drop_of_a_folder_opens_it(window, qtbot, code_folder):
 def test_drag_of_nothing_local_is_refused(window, tmp_path):
     mime = QMimeData()
     mime.setUrls([QUrl("https://example.com/doc.pdf"), QUrl.fromLocalFile(str(tmp_path / "missing.pdf"))])
-    enter = QDragEnterEvent(QPoint(5, 5), Qt.DropAction.CopyAction, mime,
-                            Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    enter = QDragEnterEvent(
+        QPoint(5, 5),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
     enter.setAccepted(True)
     window.dragEnterEvent(enter)
     assert not enter.isAccepted()
@@ -192,6 +209,7 @@ def test_a_markdown_file_is_listed_by_its_sections(make_window, qtbot, tmp_path)
 
 def slow_loader(delay_s: float):
     """The fake loader, but each page takes `delay_s` (honouring cancel meanwhile)."""
+
     def load(path, *, password=None, cancel=None, progress=None):
         token = cancel or CancelToken()
 

@@ -34,7 +34,11 @@ def test_first_start_uses_the_first_start_size(qtbot, qsettings, engine_factory)
     assert window.width() <= 1280 and window.height() <= 720
 
 
-SPLITTER_TABS = {"mainSplitter": "kept", "keptSplitter": "kept", "abSplitter": "ab"}  # the tab that shows each
+SPLITTER_TABS = {
+    "mainSplitter": "kept",
+    "keptSplitter": "kept",
+    "abSplitter": "ab",
+}  # the tab that shows each
 
 
 def sizes_shown(window: MainWindow, qtbot, name: str) -> list[int]:

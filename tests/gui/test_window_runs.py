@@ -35,11 +35,16 @@ def test_compare_fills_both_panes_the_comparison_and_the_heatmap(loaded_window, 
     assert "failed" in window.answers.browser.toPlainText()  # the word only the baseline said
 
 
-@pytest.mark.parametrize(("button", "mode", "touched", "untouched"), [
-    ("baseline_button", "baseline", "baseline_pane", "spec_pane"),
-    ("spec_button", "spec", "spec_pane", "baseline_pane"),
-])
-def test_single_run_buttons_run_one_mode(loaded_window, qtbot, engine_factory, button, mode, touched, untouched):
+@pytest.mark.parametrize(
+    ("button", "mode", "touched", "untouched"),
+    [
+        ("baseline_button", "baseline", "baseline_pane", "spec_pane"),
+        ("spec_button", "spec", "spec_pane", "baseline_pane"),
+    ],
+)
+def test_single_run_buttons_run_one_mode(
+    loaded_window, qtbot, engine_factory, button, mode, touched, untouched
+):
     window = loaded_window
     getattr(window.controls, button).click()
     wait_run_done(qtbot, window)
@@ -71,7 +76,9 @@ def test_keep_slider_is_bounded_to_5_to_90_percent(window):
     assert slider.value() == 90
 
 
-def test_settings_dialog_chunk_size_lookahead_and_window_reach_the_engine(loaded_window, qtbot, engine_factory):
+def test_settings_dialog_chunk_size_lookahead_and_window_reach_the_engine(
+    loaded_window, qtbot, engine_factory
+):
     window = loaded_window
     window.store.save_run_preferences(RunPreferences(chunk_size=16, lookahead=4, draft_window=0))
     window.controls.spec_button.click()
@@ -162,12 +169,16 @@ def test_compare_shows_the_fast_answer_first(loaded_window, qtbot, engine_factor
     assert window.spec_pane.result is not None and window.baseline_pane.result is not None
 
 
-def test_cancel_during_compare_keeps_the_finished_spec_answer(loaded_window, qtbot, engine_factory, fake_config):
+def test_cancel_during_compare_keeps_the_finished_spec_answer(
+    loaded_window, qtbot, engine_factory, fake_config
+):
     fake_config.prefill_steps, fake_config.baseline_prefill_step_s = 200, 0.05
     window = loaded_window
     window.controls.compare_button.click()
-    qtbot.waitUntil(lambda: window.spec_pane.result is not None
-                    and engine_factory.engine.current_stage == "prefill", timeout=10_000)
+    qtbot.waitUntil(
+        lambda: window.spec_pane.result is not None and engine_factory.engine.current_stage == "prefill",
+        timeout=10_000,
+    )
     window.controls.cancel_button.click()
     wait_run_done(qtbot, window, timeout=1000)
     assert window.spec_pane.status.text().startswith("Done")
@@ -270,8 +281,9 @@ def test_dropping_a_file_during_a_run_is_refused(loaded_window, qtbot, fake_conf
     assert window.documents.document.path.name == "report.pdf"
 
 
-def test_a_compare_on_a_document_over_the_window_labels_what_each_run_saw(make_window, qtbot, fake_config,
-                                                                        long_pdf):
+def test_a_compare_on_a_document_over_the_window_labels_what_each_run_saw(
+    make_window, qtbot, fake_config, long_pdf
+):
     """A 4,096-token window (3,840 for the prompt): long_pdf's 6,000 tokens are cut for the full
     prefill, and SpecPrefill fits them by its selection."""
     fake_config.n_ctx = 4096
@@ -324,7 +336,11 @@ def test_a_calibrated_compare_shows_each_stage_counting_down(make_window, qtbot,
     assert etas("spec", "progress", "prefill") == [f"about {s}s left" for s in (46, 30, 15, 0)]
     assert etas("baseline", "stage", "prefill") == ["about 5m00s left"]
     assert etas("baseline", "progress", "prefill") == [
-        "about 3m45s left", "about 2m30s left", "about 1m15s left", "about 0s left"]
+        "about 3m45s left",
+        "about 2m30s left",
+        "about 1m15s left",
+        "about 0s left",
+    ]
     for run in ("spec", "baseline"):
         assert etas(run, "stage", "tokenizing") == etas(run, "stage", "generating") == [None]
     assert etas("spec", "stage", "select") == [None]

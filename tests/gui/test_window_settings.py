@@ -62,7 +62,9 @@ def test_cancelling_the_load_leaves_a_usable_window_and_reload_works(make_window
     window = make_window(wait_ready=False)
     qtbot.waitUntil(lambda: window.host.is_loading, timeout=1000)
     started = time.monotonic()
-    cancel_button = next(b for b in window.engine_flow.dialog.findChildren(QPushButton) if b.text() == "Cancel")
+    cancel_button = next(
+        b for b in window.engine_flow.dialog.findChildren(QPushButton) if b.text() == "Cancel"
+    )
     cancel_button.click()
     qtbot.waitUntil(lambda: not window.host.is_loading, timeout=1000)
     assert time.monotonic() - started < 1.0
@@ -78,7 +80,9 @@ def test_a_load_error_is_a_message(make_window, qtbot, fake_config):
     fake_config.load_error = "default target model is missing: run `make setup`"
     window = make_window(wait_ready=False)
     qtbot.waitUntil(lambda: window.banner.kind == "error", timeout=3000)
-    assert window.banner.text == "Could not load the models: default target model is missing: run `make setup`"
+    assert (
+        window.banner.text == "Could not load the models: default target model is missing: run `make setup`"
+    )
     assert window.engine_status.models.text() == "Models: failed to load"
     assert not window.controls.compare_button.isEnabled()
 
@@ -107,7 +111,11 @@ def test_settings_dialog_saves_and_reloads_the_engine(window, qtbot, engine_fact
     assert first_engine.closed
     loaded_with = engine_factory.settings_seen[-1]
     assert (loaded_with.draft_path, loaded_with.device, loaded_with.n_threads, loaded_with.n_ctx) == (
-        draft, "cpu", 4, 8192)
+        draft,
+        "cpu",
+        4,
+        8192,
+    )
     assert loaded_with.target_path is None
     # Persisted: a fresh store over the same file reads the same values.
     reread = SettingsStore(QSettings(qsettings.fileName(), QSettings.Format.IniFormat))
@@ -117,9 +125,13 @@ def test_settings_dialog_saves_and_reloads_the_engine(window, qtbot, engine_fact
 
 def test_restore_defaults_resets_every_field(window, qtbot, engine_factory):
     window.store.save_model_settings(
-        ModelSettings(target_path=Path("/m/t.gguf"), device="cuda", n_threads=3, n_ctx=4096, draft_quant="none"))
-    window.store.save_run_preferences(RunPreferences(chunk_size=8, lookahead=2, max_new_tokens=32, min_tokens=0,
-                                                     draft_window=0))
+        ModelSettings(
+            target_path=Path("/m/t.gguf"), device="cuda", n_threads=3, n_ctx=4096, draft_quant="none"
+        )
+    )
+    window.store.save_run_preferences(
+        RunPreferences(chunk_size=8, lookahead=2, max_new_tokens=32, min_tokens=0, draft_window=0)
+    )
     dialog = window.open_settings()
     assert dialog.draft_window.text() == "Full attention"
     assert dialog.target.edit.text() == "/m/t.gguf" and dialog.device.currentData() == "cuda"
@@ -132,7 +144,10 @@ def test_restore_defaults_resets_every_field(window, qtbot, engine_factory):
     assert dialog.draft_precision.currentData() == "int8" == defaults.draft_quant
     assert dialog.threads.value() == 0 and dialog.threads.text() == "Auto (physical cores)"
     assert dialog.model_settings().n_ctx == defaults.n_ctx
-    assert (dialog.chunk_size.value(), dialog.lookahead.value()) == (RunPreferences().chunk_size, RunPreferences().lookahead)
+    assert (dialog.chunk_size.value(), dialog.lookahead.value()) == (
+        RunPreferences().chunk_size,
+        RunPreferences().lookahead,
+    )
     assert dialog.draft_window.value() == RunSettings().draft_window == 4096
     assert dialog.threshold.automatic.isChecked() and not dialog.threshold.tokens.isEnabled()
     assert dialog.threshold.value is None
@@ -161,7 +176,9 @@ def test_run_only_settings_do_not_reload_the_models(window, qtbot, engine_factor
     assert len(engine_factory.built) == 1 and not window.host.is_loading
 
 
-def test_changing_models_during_a_run_cancels_it_then_reloads(loaded_window, qtbot, engine_factory, fake_config):
+def test_changing_models_during_a_run_cancels_it_then_reloads(
+    loaded_window, qtbot, engine_factory, fake_config
+):
     fake_config.draft_steps, fake_config.draft_step_s = 200, 0.05
     window = loaded_window
     window.controls.spec_button.click()
@@ -246,4 +263,3 @@ def test_a_selected_compress_falls_back_to_auto_when_the_runtime_rejects_gaps(wi
     window.controls.set_position_mode("compress")
     window.controls.set_restore_supported(False)
     assert window.controls.position_mode == "auto"
-

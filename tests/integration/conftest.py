@@ -19,7 +19,9 @@ def short_faq_excerpt(chars: int = 2400) -> str:
 def real_models_ready():
     for spec in models.DEFAULTS:
         status = models.model_status(spec)
-        assert status.verified, f"{spec.name} is not assembled and verified: run `make setup` ({status.detail})"
+        assert status.verified, (
+            f"{spec.name} is not assembled and verified: run `make setup` ({status.detail})"
+        )
 
 
 @pytest.fixture

@@ -17,11 +17,20 @@ EXCERPTS = {
     "faq-license.txt": (6000, 8000),  # FAQ 24: altering 1.2.3.4 -> "change ZLIB_VERNUM to 0x123f"
 }
 CASES = [
-    {"id": "zlib-docs", "kind": "fact", "doc": "faq-start.txt",
-     "question": "Where is the zlib documentation (man pages, etc.)? Name the file.", "answers": ["zlib.h"]},
-    {"id": "zlib-vernum", "kind": "number", "doc": "faq-license.txt",
-     "question": "If the base zlib version you are altering is 1.2.3.4, what should ZLIB_VERNUM be changed to?",
-     "answers": ["0x123f"]},
+    {
+        "id": "zlib-docs",
+        "kind": "fact",
+        "doc": "faq-start.txt",
+        "question": "Where is the zlib documentation (man pages, etc.)? Name the file.",
+        "answers": ["zlib.h"],
+    },
+    {
+        "id": "zlib-vernum",
+        "kind": "number",
+        "doc": "faq-license.txt",
+        "question": "If the base zlib version you are altering is 1.2.3.4, what should ZLIB_VERNUM be changed to?",
+        "answers": ["0x123f"],
+    },
 ]
 
 
@@ -38,8 +47,24 @@ def mini_suite(tmp_path):
 def test_ab_json_contract_on_real_models(real_models_ready, mini_suite, tmp_path):
     report_path = tmp_path / "ab.html"
     proc = subprocess.run(
-        [*CLI, "ab", "--suite", str(mini_suite), "--keep", "0.5", "--force", "--max-new-tokens", "32",
-         "--json", "--report", str(report_path)], capture_output=True, text=True, timeout=600)
+        [
+            *CLI,
+            "ab",
+            "--suite",
+            str(mini_suite),
+            "--keep",
+            "0.5",
+            "--force",
+            "--max-new-tokens",
+            "32",
+            "--json",
+            "--report",
+            str(report_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert set(report) == {"summary", "cases", "environment"}
@@ -50,7 +75,14 @@ def test_ab_json_contract_on_real_models(real_models_ready, mini_suite, tmp_path
     assert baseline["n_scored"] == 2 and 0.0 <= baseline["accuracy"] <= 1.0
     flags = [case["baseline"]["correct"] for case in report["cases"]]
     assert baseline["accuracy"] == pytest.approx(sum(flags) / len(flags))
-    assert {"accuracy", "agreement", "mean_ttft_s", "mean_kept_fraction", "speedup", "n_bypassed"} <= spec.keys()
+    assert {
+        "accuracy",
+        "agreement",
+        "mean_ttft_s",
+        "mean_kept_fraction",
+        "speedup",
+        "n_bypassed",
+    } <= spec.keys()
     assert spec["n_bypassed"] == 0 and 0.4 < spec["mean_kept_fraction"] < 0.75
     assert set(summary["by_kind"]) == {"fact", "number"}
 
@@ -58,8 +90,18 @@ def test_ab_json_contract_on_real_models(real_models_ready, mini_suite, tmp_path
         assert 300 < case["prompt_tokens"] < 900
         assert {"answer", "correct", "ttft_s", "tokenize_s", "target_prefill_s"} <= case["baseline"].keys()
         run = case["spec"]["0.5"]
-        assert {"answer", "correct", "agreement", "ttft_s", "draft_s", "select_s", "target_prefill_s",
-                "kept_fraction", "positions", "bypassed"} <= run.keys()
+        assert {
+            "answer",
+            "correct",
+            "agreement",
+            "ttft_s",
+            "draft_s",
+            "select_s",
+            "target_prefill_s",
+            "kept_fraction",
+            "positions",
+            "bypassed",
+        } <= run.keys()
         assert run["positions"] == "restore" and 0.0 <= run["agreement"] <= 1.0
 
     env = report["environment"]

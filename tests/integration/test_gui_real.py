@@ -40,7 +40,9 @@ def real_window(real_models_ready, qtbot, tmp_path):
 def test_compare_in_the_window_on_the_real_models(real_window, qtbot, short_doc):
     window = real_window
     window.open_path(str(short_doc))
-    qtbot.waitUntil(lambda: window.host.is_ready and window.documents.tokens is not None, timeout=LONG_WAIT_MS)
+    qtbot.waitUntil(
+        lambda: window.host.is_ready and window.documents.tokens is not None, timeout=LONG_WAIT_MS
+    )
     assert window.doc_info.bypass.text() == "SpecPrefill will run on this document"
     window.controls.keep_slider.setValue(50)
     qtbot.keyClicks(window.question.edit, QUESTION)
@@ -56,7 +58,9 @@ def test_compare_in_the_window_on_the_real_models(real_window, qtbot, short_doc)
         assert FACT in pane.answer.toPlainText(), pane.answer.toPlainText()
     assert not window.spec_pane.result.bypassed
     assert window.spec_pane.result.generated_tokens <= 32
-    assert window.comparison.speedup.text().startswith("Speed-up: ") and "×" in window.comparison.speedup.text()
+    assert (
+        window.comparison.speedup.text().startswith("Speed-up: ") and "×" in window.comparison.speedup.text()
+    )
     # The agreement is computed on a worker, so it arrives a moment after the answers.
     qtbot.waitUntil(lambda: window.comparison.agreement.text().endswith("% (ROUGE-L)"), timeout=30_000)
     text = window.documents.document.text

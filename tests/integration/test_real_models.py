@@ -18,9 +18,30 @@ FACT = "zlib.h"
 
 def test_cli_both_modes_restore_positions_json_contract(real_models_ready, short_doc):
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "run", "--doc", str(short_doc), "--question", QUESTION,
-         "--mode", "both", "--keep", "0.5", "--positions", "restore", "--force", "--max-new-tokens", "40",
-         "--json"], capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "run",
+            "--doc",
+            str(short_doc),
+            "--question",
+            QUESTION,
+            "--mode",
+            "both",
+            "--keep",
+            "0.5",
+            "--positions",
+            "restore",
+            "--force",
+            "--max-new-tokens",
+            "40",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert 400 < report["prompt_tokens"] < 900
@@ -29,7 +50,14 @@ def test_cli_both_modes_restore_positions_json_contract(real_models_ready, short
         assert {"ttft_s", "prefill_tokens", "answer", "decode_tok_s"} <= run.keys()
         assert FACT in run["answer"], run["answer"]
         assert run["ttft_s"] > 0
-    assert {"draft_s", "select_s", "target_prefill_s", "kept_fraction", "positions", "bypassed"} <= spec.keys()
+    assert {
+        "draft_s",
+        "select_s",
+        "target_prefill_s",
+        "kept_fraction",
+        "positions",
+        "bypassed",
+    } <= spec.keys()
     assert spec["positions"] == "restore" and spec["bypassed"] is False
     assert base["prefill_tokens"] == report["prompt_tokens"]
     assert spec["prefill_tokens"] < base["prefill_tokens"]

@@ -32,9 +32,23 @@ def free_port() -> int:
 def server(real_models_ready):
     port = free_port()
     with owned_cwd() as cwd:
-        proc = subprocess.Popen(python_command("-m", "engine.cli", "serve", "--port", str(port), "--force",
-                                               "--max-new-tokens", "8", "--no-background-prefill"),
-                                cwd=cwd, env=child_env(), stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            python_command(
+                "-m",
+                "engine.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--force",
+                "--max-new-tokens",
+                "8",
+                "--no-background-prefill",
+            ),
+            cwd=cwd,
+            env=child_env(),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 300
         while True:
@@ -58,27 +72,42 @@ def test_serve_answers_by_specprefill_and_reuses_the_cache_on_the_next_turn(serv
     assert [m.id for m in server.models.list()] == [MODEL]
 
     t0 = time.perf_counter()
-    first = server.chat.completions.create(model=MODEL, messages=messages, max_tokens=8,
-                                           extra_body={"specprefill": SPEC})
+    first = server.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=8, extra_body={"specprefill": SPEC}
+    )
     first_s = time.perf_counter() - t0
     spec = first.usage.model_dump()["specprefill"]
-    print(f"\nturn 1 (non-streamed): {first.usage.prompt_tokens} prompt tokens, TTFT {spec['ttft_s']:.1f}s, "
-          f"kept {spec['kept_fraction']:.2f}, served by {spec['served_by']}, {first_s:.1f}s in all: "
-          f"{first.choices[0].message.content!r}")
+    print(
+        f"\nturn 1 (non-streamed): {first.usage.prompt_tokens} prompt tokens, TTFT {spec['ttft_s']:.1f}s, "
+        f"kept {spec['kept_fraction']:.2f}, served by {spec['served_by']}, {first_s:.1f}s in all: "
+        f"{first.choices[0].message.content!r}"
+    )
     assert first.usage.prompt_tokens > 3500
     assert spec["mode"] == "spec" and spec["served_by"] == "spec" and 0 < spec["kept_fraction"] < 0.5
     assert spec["ttft_s"] > 0 and first.choices[0].message.content
 
-    follow_up = [*messages, {"role": "assistant", "content": first.choices[0].message.content},
-                 {"role": "user", "content": "Which file holds the license?"}]
+    follow_up = [
+        *messages,
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "Which file holds the license?"},
+    ]
     t0 = time.perf_counter()
-    chunks = list(server.chat.completions.create(model=MODEL, messages=follow_up, max_tokens=8, stream=True,
-                                                 stream_options={"include_usage": True},
-                                                 extra_body={"specprefill": SPEC}))
+    chunks = list(
+        server.chat.completions.create(
+            model=MODEL,
+            messages=follow_up,
+            max_tokens=8,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"specprefill": SPEC},
+        )
+    )
     second_s = time.perf_counter() - t0
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     second = chunks[-1].usage.model_dump()["specprefill"]
-    print(f"turn 2 (streamed): TTFT {second['ttft_s']:.1f}s, kept {second['kept_fraction']:.2f}, served by "
-          f"{second['served_by']}, {second_s:.1f}s in all: {text!r}")
+    print(
+        f"turn 2 (streamed): TTFT {second['ttft_s']:.1f}s, kept {second['kept_fraction']:.2f}, served by "
+        f"{second['served_by']}, {second_s:.1f}s in all: {text!r}"
+    )
     assert text and second["mode"] == "spec" and second["served_by"] == "spec_cached_draft"
     assert second["ttft_s"] < spec["ttft_s"]

@@ -55,7 +55,10 @@ def test_a_session_serves_each_path_and_the_cached_answers_are_the_cold_one(real
         engine.close()
     assert (first.served_by, follow_up.served_by) == ("spec", "spec_cached_draft")
     # The follow-up's draft prefilled its question only: the document's keys came from the cache.
-    assert first_prefill > first.document_tokens and follow_up_prefill < 64, (first_prefill, follow_up_prefill)
+    assert first_prefill > first.document_tokens and follow_up_prefill < 64, (
+        first_prefill,
+        follow_up_prefill,
+    )
     assert isinstance(fill[-1], BackgroundEnded) and fill[-1].status == "done", fill[-1]
     assert (cached.served_by, reopened.served_by) == ("cached_full", "saved_state")
     assert FACT in cold.answer, cold.answer

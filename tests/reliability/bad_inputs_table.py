@@ -63,6 +63,7 @@ def file_with(name: str, data: bytes, *extra: str) -> Callable[[Path], list[str]
     def make(work: Path) -> list[str]:
         (work / name).write_bytes(data)
         return doc(work / name, *extra)
+
     return make
 
 
@@ -87,6 +88,7 @@ def encrypted(*extra: str) -> Callable[[Path], list[str]]:
         if not path.exists():
             encrypt_pdf(make_pdf(PAGES), path, user="s3cret")
         return doc(path, *extra)
+
     return make
 
 
@@ -98,8 +100,10 @@ def gigantic(work: Path) -> list[str]:
 
 
 def long_pdf(work: Path) -> list[str]:
-    return doc(write_pdf(work / "manual.pdf", [f"Chapter {i}: part {i} explained." for i in range(1, 2501)]),
-               "--truncate")
+    return doc(
+        write_pdf(work / "manual.pdf", [f"Chapter {i}: part {i} explained." for i in range(1, 2501)]),
+        "--truncate",
+    )
 
 
 def folder(name: str, files: dict, *extra: str) -> Callable[[Path], list[str]]:
@@ -108,6 +112,7 @@ def folder(name: str, files: dict, *extra: str) -> Callable[[Path], list[str]]:
         root.mkdir()
         tree(root, files)
         return doc(root, *extra)
+
     return make
 
 
@@ -136,14 +141,26 @@ def long_text(*extra: str) -> Callable[[Path], list[str]]:
     return file_with("long.txt", ("All work and no play makes a dull model. " * 200).encode(), *extra)
 
 
-def with_models(target: Callable[[Path], Path] | None = None, draft: Callable[[Path], Path] | None = None,
-                n_ctx: int = 512) -> Callable[[Path], list[str]]:
+def with_models(
+    target: Callable[[Path], Path] | None = None,
+    draft: Callable[[Path], Path] | None = None,
+    n_ctx: int = 512,
+) -> Callable[[Path], list[str]]:
     """A short document, with the tiny pair except where `target` or `draft` builds a replacement."""
+
     def make(work: Path) -> list[str]:
         (work / "note.txt").write_text("A short note about stones.")
         pair = work.parent / "models"  # written once for all cases
-        return [*doc(work / "note.txt"), "--target", str(target(work) if target else pair / "tiny-target.gguf"),
-                "--draft", str(draft(work) if draft else pair / "tiny-draft.gguf"), "--n-ctx", str(n_ctx)]
+        return [
+            *doc(work / "note.txt"),
+            "--target",
+            str(target(work) if target else pair / "tiny-target.gguf"),
+            "--draft",
+            str(draft(work) if draft else pair / "tiny-draft.gguf"),
+            "--n-ctx",
+            str(n_ctx),
+        ]
+
     return make
 
 
@@ -180,11 +197,20 @@ CASES = [
     Case("PDF: 2,500 pages (with --truncate)", long_pdf),
     Case("PDF: 3 GB, damaged (sparse file)", gigantic),
     Case("Folder: empty", folder("empty", {})),
-    Case("Folder: only binaries", folder("bins", {"a.exe": b"MZ\x00", "b.so": b"\x7fELF\x00", "c.png": b"\x89PNG"})),
+    Case(
+        "Folder: only binaries",
+        folder("bins", {"a.exe": b"MZ\x00", "b.so": b"\x7fELF\x00", "c.png": b"\x89PNG"}),
+    ),
     Case("Folder: symlink loop", symlink_loop),
     Case("Folder: 100,000 files (with --truncate)", crowded),
-    Case("Folder: non-UTF-8 files", folder("enc", {"latin.txt": "caf\xe9\n".encode("latin-1"), "ok.py": "x = 1\n"})),
-    Case("Folder: a file over the size cap", folder("big", {"huge.log": b"x" * (600 << 10), "ok.py": "x = 1\n"})),
+    Case(
+        "Folder: non-UTF-8 files",
+        folder("enc", {"latin.txt": "caf\xe9\n".encode("latin-1"), "ok.py": "x = 1\n"}),
+    ),
+    Case(
+        "Folder: a file over the size cap",
+        folder("big", {"huge.log": b"x" * (600 << 10), "ok.py": "x = 1\n"}),
+    ),
     Case("Path: missing", lambda work: doc(work / "nowhere" / "report.pdf")),
     Case("Path: no read permission (root without DAC override)", unreadable, prefix=DROP_DAC),
     Case("Prompt: longer than the context (512)", long_text()),
@@ -193,11 +219,16 @@ CASES = [
     Case("Model: corrupt GGUF", with_models(target=garbage_gguf)),
     Case("Model: defaults fail their sha256", tampered_defaults, models=False),
     Case("Model: defaults missing", missing_defaults, models=False),
-    Case("Model: draft with another vocabulary",
-         with_models(draft=lambda work: write_tiny_gguf_other_vocab(work / "other-vocab.gguf"))),
-    Case("Memory: a 1,000,000,000-token context",
-         with_models(target=lambda work: write_tiny_qwen2_gguf(work / "roomy.gguf", seed=1, n_ctx=10**9),
-                     n_ctx=10**9)),
+    Case(
+        "Model: draft with another vocabulary",
+        with_models(draft=lambda work: write_tiny_gguf_other_vocab(work / "other-vocab.gguf")),
+    ),
+    Case(
+        "Memory: a 1,000,000,000-token context",
+        with_models(
+            target=lambda work: write_tiny_qwen2_gguf(work / "roomy.gguf", seed=1, n_ctx=10**9), n_ctx=10**9
+        ),
+    ),
     Case("Cancel: Ctrl-C while the models load", with_models(), interrupt_after="[load] loading draft"),
 ]
 
@@ -210,11 +241,32 @@ def run_case(case: Case, work: Path, env: dict) -> Row:
     case_dir.mkdir()
     args = case.make(case_dir)
     if case.models and not any(a == "--target" for a in args):
-        args += ["--target", str(work / "models" / "tiny-target.gguf"), "--draft", str(work / "models" / "tiny-draft.gguf")]
-    command = [*case.prefix, sys.executable, "-m", "engine.cli", "run", "--question", QUESTION, "--mode", "baseline",
-               "--max-new-tokens", "4", "--threads", "1", *args]
+        args += [
+            "--target",
+            str(work / "models" / "tiny-target.gguf"),
+            "--draft",
+            str(work / "models" / "tiny-draft.gguf"),
+        ]
+    command = [
+        *case.prefix,
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "run",
+        "--question",
+        QUESTION,
+        "--mode",
+        "baseline",
+        "--max-new-tokens",
+        "4",
+        "--threads",
+        "1",
+        *args,
+    ]
     started = time.monotonic()
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     lines = []
     for line in proc.stderr:
         lines.append(line.rstrip("\n"))
@@ -225,7 +277,11 @@ def run_case(case: Case, work: Path, env: dict) -> Row:
 
 
 def what_the_user_sees(lines: list[str], work: Path) -> str:
-    shown = [line for line in lines if line.startswith("specprefill:") or "cut to fit" in line or "Traceback" in line]
+    shown = [
+        line
+        for line in lines
+        if line.startswith("specprefill:") or "cut to fit" in line or "Traceback" in line
+    ]
     text = " / ".join(shown) or "(the answer; no warning)"
     return text.replace(str(work) + "/", "…/").replace("|", "\\|")
 
@@ -241,11 +297,15 @@ def main() -> int:
     shm = Path("/dev/shm")  # in memory where possible: some disks take minutes to delete 100,000 files
     work = Path(tempfile.mkdtemp(prefix="specprefill-bad-inputs-", dir=shm if shm.is_dir() else None))
     try:
-        env = dict(os.environ, XDG_CACHE_HOME=str(work / "cache"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        env = dict(
+            os.environ, XDG_CACHE_HOME=str(work / "cache"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"
+        )
         os.environ["XDG_CACHE_HOME"] = env["XDG_CACHE_HOME"]  # where the default-model cases put their files
         write_tiny_pair(work / "models")
         wanted = sys.argv[1:]
-        rows = [run_case(case, work, env) for case in CASES if not wanted or any(w in case.label for w in wanted)]
+        rows = [
+            run_case(case, work, env) for case in CASES if not wanted or any(w in case.label for w in wanted)
+        ]
         print_table(rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)

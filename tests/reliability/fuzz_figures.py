@@ -38,6 +38,7 @@ def save(default_dir: Path) -> None:
     if not _FIGURES:
         return
     path = Path(os.environ.get("SPECPREFILL_FUZZ_REPORT") or default_dir / "fuzz_figures.json")
-    path.write_text(json.dumps({name: {**t, "outcomes": dict(t["outcomes"])} for name, t in _FIGURES.items()},
-                               indent=2))
+    path.write_text(
+        json.dumps({name: {**t, "outcomes": dict(t["outcomes"])} for name, t in _FIGURES.items()}, indent=2)
+    )
     saved_to = path

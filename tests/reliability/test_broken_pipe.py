@@ -37,23 +37,47 @@ def run_with_reader_gone(args: list[str], env: dict, stdin: str | None = None) -
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        return subprocess.run([sys.executable, "-m", "engine.cli", *args], stdout=write_end, stderr=subprocess.PIPE,
-                              input=stdin, env=env, text=True, timeout=DEADLINE_S, cwd=Path(__file__).parents[2])
+        return subprocess.run(
+            [sys.executable, "-m", "engine.cli", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            input=stdin,
+            env=env,
+            text=True,
+            timeout=DEADLINE_S,
+            cwd=Path(__file__).parents[2],
+        )
     finally:
         os.close(write_end)
 
 
 def test_run_ends_quietly_when_its_reader_goes_away(cli):
     env, models, doc = cli
-    proc = run_with_reader_gone(["run", "--doc", str(doc), "--question", "Which item is red?", "--mode", "baseline",
-                                 "--max-new-tokens", "200", *models], env)
+    proc = run_with_reader_gone(
+        [
+            "run",
+            "--doc",
+            str(doc),
+            "--question",
+            "Which item is red?",
+            "--mode",
+            "baseline",
+            "--max-new-tokens",
+            "200",
+            *models,
+        ],
+        env,
+    )
     assert proc.returncode in QUIET_EXITS, proc.stderr
     assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr, proc.stderr
 
 
 def test_chat_ends_quietly_when_its_reader_goes_away(cli):
     env, models, doc = cli
-    proc = run_with_reader_gone(["chat", "--doc", str(doc), "--mode", "baseline", "--max-new-tokens", "200", *models],
-                                env, stdin="Which item is red?\nWhich item is blue?\n")
+    proc = run_with_reader_gone(
+        ["chat", "--doc", str(doc), "--mode", "baseline", "--max-new-tokens", "200", *models],
+        env,
+        stdin="Which item is red?\nWhich item is blue?\n",
+    )
     assert proc.returncode in QUIET_EXITS, proc.stderr
     assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr, proc.stderr

@@ -41,7 +41,9 @@ def test_an_empty_folder(tmp_path):
 
 
 def test_a_folder_of_only_binaries_says_what_was_skipped(tmp_path):
-    root = tree(tmp_path / "bin", {"app.exe": b"MZ\x00\x01", "lib/x.so": b"\x7fELF\x00", "blob": b"\x00" * 64})
+    root = tree(
+        tmp_path / "bin", {"app.exe": b"MZ\x00\x01", "lib/x.so": b"\x7fELF\x00", "blob": b"\x00" * 64}
+    )
     message = refused(root)
     assert "holds no readable text files" in message and "3 binary" in message
 
@@ -59,16 +61,27 @@ def test_a_symlink_loop_ends_at_once(tmp_path):
 
 
 def test_non_utf8_files_are_decoded_with_a_warning_naming_them(tmp_path):
-    root = tree(tmp_path / "enc", {"ok.py": "x = 1\n", "latin.txt": "caf\xe9 cr\xe8me\n".encode("latin-1"),
-                                   "cp1252.txt": "\u201cquoted\u201d\n".encode("cp1252")})
+    root = tree(
+        tmp_path / "enc",
+        {
+            "ok.py": "x = 1\n",
+            "latin.txt": "caf\xe9 cr\xe8me\n".encode("latin-1"),
+            "cp1252.txt": "\u201cquoted\u201d\n".encode("cp1252"),
+        },
+    )
     doc = load_document(root)
     assert labels(doc) == ["cp1252.txt", "latin.txt", "ok.py"]
     assert "\ufffd" in doc.text
-    assert any("2 file(s) not valid UTF-8" in w and "latin.txt" in w and "cp1252.txt" in w for w in doc.warnings)
+    assert any(
+        "2 file(s) not valid UTF-8" in w and "latin.txt" in w and "cp1252.txt" in w for w in doc.warnings
+    )
 
 
 def test_files_over_the_caps_are_skipped_and_counted(tmp_path):
-    root = tree(tmp_path / "big", {"a.py": "a = 1\n", "huge.log": "x" * 5000, **{f"m{i}.txt": "y" * 900 for i in range(4)}})
+    root = tree(
+        tmp_path / "big",
+        {"a.py": "a = 1\n", "huge.log": "x" * 5000, **{f"m{i}.txt": "y" * 900 for i in range(4)}},
+    )
     doc = load_document(root, limits=FolderLimits(max_file_bytes=4096, max_total_bytes=2000))
     assert labels(doc) == ["a.py", "m0.txt", "m1.txt"]
     assert any("over the per-file cap of 4 KB" in w for w in doc.warnings)
@@ -177,15 +190,31 @@ def test_a_folder_with_mode_000(tmp_path):
         root.chmod(0o755)
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0 or not shutil.which("setpriv"),
-                    reason="needs root and setpriv (as a user, the test above denies for real)")
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0 or not shutil.which("setpriv"),
+    reason="needs root and setpriv (as a user, the test above denies for real)",
+)
 def test_a_real_permission_denial_through_the_cli(tmp_path):
     """Root without CAP_DAC_OVERRIDE obeys file modes: the CLI meets a real EACCES."""
     path = tmp_path / "secret.txt"
     path.write_text("classified")
     path.chmod(0)
-    command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m", "engine.cli",
-               "run", "--doc", str(path), "--question", "q?"]
-    proc = subprocess.run(command, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 2 and proc.stderr.strip() == f"specprefill: error: cannot read {path}: permission denied"
+    command = [
+        "setpriv",
+        "--bounding-set=-dac_override,-dac_read_search",
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "run",
+        "--doc",
+        str(path),
+        "--question",
+        "q?",
+    ]
+    proc = subprocess.run(
+        command, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=60
+    )
+    assert (
+        proc.returncode == 2
+        and proc.stderr.strip() == f"specprefill: error: cannot read {path}: permission denied"
+    )

@@ -37,7 +37,13 @@ CASE_LIMIT_S = 10.0
 PASSWORD = "s3cret"
 SEED_PAGES = ["Alpha page one\nwith a second line", "Bravo page two", "Charlie page three (the last)"]
 
-ERROR_KINDS = ("not a readable PDF", "no extractable text", "encrypted", "decompression bomb", "needs a feature")
+ERROR_KINDS = (
+    "not a readable PDF",
+    "no extractable text",
+    "encrypted",
+    "decompression bomb",
+    "needs a feature",
+)
 
 
 def examples(n: int) -> int:
@@ -45,8 +51,13 @@ def examples(n: int) -> int:
 
 
 def fuzz_settings(n: int):
-    return settings(max_examples=examples(n), deadline=CASE_LIMIT_S * 1000, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=examples(n),
+        deadline=CASE_LIMIT_S * 1000,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 # -- mutations --------------------------------------------------------------------------------
@@ -84,7 +95,7 @@ def damage_xref(data: bytearray, at: float, junk: bytes) -> bytes:
     table = data.rfind(b"xref")
     start = table if table >= 0 else len(data) * 3 // 4
     pos = start + int(at * (len(data) - start))
-    data[pos:pos + len(junk)] = junk
+    data[pos : pos + len(junk)] = junk
     return data
 
 
@@ -98,10 +109,16 @@ def startxref(data: bytearray, offset: int) -> bytes:
 
 def splice(data: bytearray, at: float, n_delete: int, insert: bytes) -> bytes:
     pos = int(at * len(data))
-    return data[:pos] + insert + data[pos + n_delete:]
+    return data[:pos] + insert + data[pos + n_delete :]
 
 
-APPLY = {"flip": flip, "truncate": truncate, "damage-xref": damage_xref, "startxref": startxref, "splice": splice}
+APPLY = {
+    "flip": flip,
+    "truncate": truncate,
+    "damage-xref": damage_xref,
+    "startxref": startxref,
+    "splice": splice,
+}
 
 
 # -- one case ---------------------------------------------------------------------------------
@@ -168,8 +185,11 @@ def generated_seeds(tmp_path_factory) -> dict[str, tuple[bytes, str | None]]:
     """name -> (bytes, password): plain streams, compressed streams, and an encrypted copy."""
     plain = make_pdf(SEED_PAGES)
     encrypted = encrypt_pdf(plain, tmp_path_factory.mktemp("seed") / "enc.pdf", user=PASSWORD).read_bytes()
-    return {"plain": (plain, None), "compressed": (make_pdf(SEED_PAGES, compress=True), None),
-            "encrypted": (encrypted, PASSWORD)}
+    return {
+        "plain": (plain, None),
+        "compressed": (make_pdf(SEED_PAGES, compress=True), None),
+        "encrypted": (encrypted, PASSWORD),
+    }
 
 
 def test_mutated_generated_pdfs_extract_or_fail_cleanly(generated_seeds, tmp_path):
@@ -219,9 +239,14 @@ def importance_of(n: int, shape: str, seed: int) -> np.ndarray:
 
 
 @fuzz_settings(400)
-@given(n=st.integers(1, 20_000), chunk=st.integers(1, 256), keep=st.floats(0, 1, exclude_min=True),
-       tail=st.floats(0, 1), shape=st.sampled_from(["random", "ties", "flat", "spiky"]),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    n=st.integers(1, 20_000),
+    chunk=st.integers(1, 256),
+    keep=st.floats(0, 1, exclude_min=True),
+    tail=st.floats(0, 1),
+    shape=st.sampled_from(["random", "ties", "flat", "spiky"]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_selection_keeps_sorted_unique_in_range_indices_with_head_and_tail(n, chunk, keep, tail, shape, seed):
     tally = fuzz_figures.get("selection math") or new_tally("selection math")
     tail_start = int(tail * n)
@@ -232,7 +257,7 @@ def test_selection_keeps_sorted_unique_in_range_indices_with_head_and_tail(n, ch
     kept_mask = np.zeros(n, dtype=bool)
     kept_mask[idx] = True
     assert kept_mask[: min(chunk, n)].all()  # the head chunk
-    assert kept_mask[min(tail_start, n - 1):].all()  # the tail, and always the last token
+    assert kept_mask[min(tail_start, n - 1) :].all()  # the tail, and always the last token
     assert len(kept) == min(n_chunks, max(math.ceil(keep * n_chunks), len(protected)))
     assert len(idx) == sum(min(chunk, n - c * chunk) for c in kept)
     chosen = sorted(set(kept) - set(protected))

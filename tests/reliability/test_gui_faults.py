@@ -79,11 +79,15 @@ def test_other_model_errors_offer_no_reassembly(make_window, qtbot, fake_config)
 # -- real bad documents -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, data, expected", [
-    ("junk.pdf", bytes(range(256)) * 64, "not a readable PDF"),
-    ("scan.pdf", make_pdf([None, None]), "OCR is not part of this app"),
-    ("bomb.pdf", make_bomb_pdf(16 << 20, text_pages=0), "decompression bomb"),
-], ids=["random-bytes", "scan", "bomb"])
+@pytest.mark.parametrize(
+    "name, data, expected",
+    [
+        ("junk.pdf", bytes(range(256)) * 64, "not a readable PDF"),
+        ("scan.pdf", make_pdf([None, None]), "OCR is not part of this app"),
+        ("bomb.pdf", make_bomb_pdf(16 << 20, text_pages=0), "decompression bomb"),
+    ],
+    ids=["random-bytes", "scan", "bomb"],
+)
 def test_a_bad_document_is_a_message_and_the_app_goes_on(make_window, qtbot, tmp_path, name, data, expected):
     window = make_window(loader=load_real_document)
     bad = tmp_path / name
@@ -134,7 +138,8 @@ def test_cancel_while_reading_a_1200_page_pdf(make_window, qtbot, tmp_path):
 
 
 def test_model_work_never_runs_on_the_gui_thread_and_runs_never_overlap(
-        make_window, qtbot, tmp_path, monkeypatch, engine_factory, fake_config):
+    make_window, qtbot, tmp_path, monkeypatch, engine_factory, fake_config
+):
     threads = []
     for method in ("stream", "ask", "ask_both", "count_tokens"):
         real = getattr(FakeEngine, method)
@@ -153,11 +158,16 @@ def test_model_work_never_runs_on_the_gui_thread_and_runs_never_overlap(
     assert threads and all(t is not threading.main_thread() for t in threads)
 
 
-@pytest.mark.parametrize("fault, shown", [
-    ("fail_stage", "fake failure during prefill"),  # an error the engine reports (SpecPrefillError)
-    ("crash_stage", "Unexpected error in baseline run: RuntimeError: fake crash during prefill"),  # a bug
-])
-def test_a_failing_run_is_a_message_and_the_next_run_works(make_window, qtbot, tmp_path, fake_config, fault, shown):
+@pytest.mark.parametrize(
+    "fault, shown",
+    [
+        ("fail_stage", "fake failure during prefill"),  # an error the engine reports (SpecPrefillError)
+        ("crash_stage", "Unexpected error in baseline run: RuntimeError: fake crash during prefill"),  # a bug
+    ],
+)
+def test_a_failing_run_is_a_message_and_the_next_run_works(
+    make_window, qtbot, tmp_path, fake_config, fault, shown
+):
     window = window_with_notes(make_window, qtbot, tmp_path)
     setattr(fake_config, fault, "prefill")
     window.start_run("baseline")

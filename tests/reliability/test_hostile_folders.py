@@ -29,9 +29,11 @@ def labels(doc) -> list[str]:
 
 def swap_when_read(name: str, swap: Callable[[], None]) -> Callable[[int, int, str], None]:
     """A progress callback that calls swap() just before the file `name` is read: after the scan."""
+
     def progress(done, total, label):
         if label == name:
             swap()
+
     return progress
 
 
@@ -72,8 +74,14 @@ def load_in_child(path: Path, timeout: float) -> dict:
         " 'warnings': doc.warnings, 'text': doc.text}))\n"
     )
     try:
-        proc = subprocess.run([sys.executable, "-c", script, str(path)], cwd=ROOT, capture_output=True,
-                              text=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"loading the folder took over {timeout:.0f} s")
     assert proc.returncode == 0, proc.stderr
@@ -82,8 +90,14 @@ def load_in_child(path: Path, timeout: float) -> dict:
 
 def backtracking_gitignore_folder(root: Path, n_names: int = 50) -> Path:
     """A .gitignore with the backtracking pattern and `n_names` 40-character names it must be tried on."""
-    tree(root, {".gitignore": f"{BACKTRACKING_PATTERN}\n*.tmp\n", "main.py": "MAIN_MARKER = 1\n",
-                "scratch.tmp": "x\n"})
+    tree(
+        root,
+        {
+            ".gitignore": f"{BACKTRACKING_PATTERN}\n*.tmp\n",
+            "main.py": "MAIN_MARKER = 1\n",
+            "scratch.tmp": "x\n",
+        },
+    )
     for i in range(n_names):
         tree(root, {f"d{i:02d}/{'a' * 40}": f"value_{i} = {i}\n"})
     return root
@@ -157,12 +171,20 @@ def test_a_backtracking_gitignore_pattern_is_rejected_and_the_folder_loads_in_se
 
 
 def test_ordinary_gitignore_patterns_still_apply(tmp_path):
-    root = tree(tmp_path / "repo", {
-        ".gitignore": "*.pyc\n*.tmp\nbuild/\n**/foo/*.txt\n!keep.txt\n*-*-*.log\n",
-        "main.py": "main = 1\n", "cache.pyc": "not really bytecode\n", "x.tmp": "tmp\n",
-        "build/out.py": "out = 1\n", "src/foo/a.txt": "a\n", "src/foo/keep.txt": "keep\n",
-        "src/bar/b.txt": "b\n", "run-2024-01.log": "log\n",
-    })
+    root = tree(
+        tmp_path / "repo",
+        {
+            ".gitignore": "*.pyc\n*.tmp\nbuild/\n**/foo/*.txt\n!keep.txt\n*-*-*.log\n",
+            "main.py": "main = 1\n",
+            "cache.pyc": "not really bytecode\n",
+            "x.tmp": "tmp\n",
+            "build/out.py": "out = 1\n",
+            "src/foo/a.txt": "a\n",
+            "src/foo/keep.txt": "keep\n",
+            "src/bar/b.txt": "b\n",
+            "run-2024-01.log": "log\n",
+        },
+    )
     doc = load_document(root)
     assert labels(doc) == [".gitignore", "main.py", "src/bar/b.txt", "src/foo/keep.txt"]
     assert "skipped 4 file(s): 4 ignored by .gitignore" in doc.warnings
@@ -173,7 +195,9 @@ def test_ordinary_gitignore_patterns_still_apply(tmp_path):
 # -- file names that are not UTF-8 ---------------------------------------------------------------
 
 
-@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="the file system must accept any bytes in a name")
+@pytest.mark.skipif(
+    sys.platform in ("win32", "darwin"), reason="the file system must accept any bytes in a name"
+)
 def test_a_file_name_that_is_not_utf8_is_loaded_under_a_printable_name(tmp_path):
     root = tree(tmp_path / "names", {"ok.py": "ok = 1\n"})
     with open(non_utf8_name(root, b"caf\xe9.py"), "wb") as fh:
@@ -187,12 +211,17 @@ def test_a_file_name_that_is_not_utf8_is_loaded_under_a_printable_name(tmp_path)
     assert labels(doc) == ["caf\\xe9.py", "d\\xff/inner.py", "ok.py"]
     assert "===== caf\\xe9.py =====\nDISTINCTIVE_CAFE_LINE = 1\n" in doc.text
     doc.text.encode("utf-8")
-    report = {"segments": [{"label": s.label, "start": s.start, "end": s.end} for s in doc.segments],
-              "warnings": doc.warnings, "progress": seen}
+    report = {
+        "segments": [{"label": s.label, "start": s.start, "end": s.end} for s in doc.segments],
+        "warnings": doc.warnings,
+        "progress": seen,
+    }
     json.dumps(report, ensure_ascii=False).encode("utf-8")
 
 
-@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="the file system must accept any bytes in a name")
+@pytest.mark.skipif(
+    sys.platform in ("win32", "darwin"), reason="the file system must accept any bytes in a name"
+)
 def test_a_file_name_that_is_not_utf8_in_a_run_through_the_cli(tmp_path, pair):
     target, draft = pair
     root = tree(tmp_path / "names", {"ok.py": "ok = 1\n"})
@@ -200,10 +229,37 @@ def test_a_file_name_that_is_not_utf8_in_a_run_through_the_cli(tmp_path, pair):
         fh.write(b"CAFE = 'the green stone'\n")
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), HF_HUB_OFFLINE="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "run", "--doc", str(root), "--question", "What is CAFE?",
-         "--mode", "both", "--force", "--max-new-tokens", "2", "--json", "--target", str(target),
-         "--draft", str(draft), "--threads", "1", "--n-ctx", "1024"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "run",
+            "--doc",
+            str(root),
+            "--question",
+            "What is CAFE?",
+            "--mode",
+            "both",
+            "--force",
+            "--max-new-tokens",
+            "2",
+            "--json",
+            "--target",
+            str(target),
+            "--draft",
+            str(draft),
+            "--threads",
+            "1",
+            "--n-ctx",
+            "1024",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["document"]["kind"] == "folder" and report["document"]["segments"] == 2

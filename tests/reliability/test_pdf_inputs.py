@@ -97,10 +97,13 @@ def test_a_gigantic_damaged_pdf_is_refused_without_being_read(tmp_path):
 # -- encrypted and scanned -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("password,expected", [
-    (None, "is encrypted; a password is needed to open it"),
-    ("guess", "is encrypted and the password is wrong"),
-])
+@pytest.mark.parametrize(
+    "password,expected",
+    [
+        (None, "is encrypted; a password is needed to open it"),
+        ("guess", "is encrypted and the password is wrong"),
+    ],
+)
 def test_an_encrypted_pdf_says_what_the_password_problem_is(tmp_path, password, expected):
     path = encrypt_pdf(make_pdf(PAGES), tmp_path / "contract.pdf", user="s3cret")
     assert expected in refused(path, password=password)
@@ -167,8 +170,11 @@ def manual(tmp_path_factory) -> Path:
 
 def test_a_1200_page_pdf_reports_progress_for_each_page_and_stops_at_the_page_cap(manual):
     seen = []
-    doc = load_document(manual, limits=IngestLimits(max_pdf_pages=1000),
-                        progress=lambda done, total, label: seen.append((done, total)))
+    doc = load_document(
+        manual,
+        limits=IngestLimits(max_pdf_pages=1000),
+        progress=lambda done, total, label: seen.append((done, total)),
+    )
     assert seen == [(n, 1000) for n in range(1, 1001)]
     assert doc.segments[-1].label == "page 1000"
     assert "only the first 1000 of 1200 pages were read (page cap 1000)" in doc.warnings

@@ -24,8 +24,10 @@ from engine.llama.rpc.ggml_backends import has_rpc, lib_dir
 from engine.llama.rpc.workers import RPC_SERVER, WorkerProcess, probe
 from tests.fixtures.tiny_gguf import write_tiny_pair
 
-pytestmark = pytest.mark.skipif(not (lib_dir() / RPC_SERVER).is_file() or not has_rpc(),
-                                reason="llama.cpp was built without RPC: packaging/build_llama_wheel.py --install")
+pytestmark = pytest.mark.skipif(
+    not (lib_dir() / RPC_SERVER).is_file() or not has_rpc(),
+    reason="llama.cpp was built without RPC: packaging/build_llama_wheel.py --install",
+)
 
 PLANTED = ("engine/__init__.py", "numpy.py", "psutil.py", "torch.py")
 SPECPREFILL = Path(sys.executable).with_name("specprefill")
@@ -71,7 +73,9 @@ def imported(markers: Path) -> list[str]:
 def specprefill(cwd: Path, *args: str, cache: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(XDG_CACHE_HOME=str(cache), HF_HUB_OFFLINE="1")
-    return subprocess.run([str(SPECPREFILL), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(SPECPREFILL), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_planted_modules_are_live_when_python_imports_from_the_cwd(hostile_cwd):
@@ -86,15 +90,41 @@ def test_doctor_and_run_over_rpc_import_nothing_from_the_cwd(hostile_cwd, worker
     target, draft = write_tiny_pair(tmp_path / "models")
     doc = tmp_path / "doc.txt"
     doc.write_text(" ".join(f"Item {i} is a {['red', 'blue'][i % 2]} stone." for i in range(30)))
-    models = ["--target", str(target), "--draft", str(draft), "--threads", "1", "--n-ctx", "1024",
-              "--rpc", str(worker.endpoint)]
+    models = [
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--threads",
+        "1",
+        "--n-ctx",
+        "1024",
+        "--rpc",
+        str(worker.endpoint),
+    ]
 
     doctor = specprefill(folder, "doctor", *models, cache=tmp_path / "cache")
     assert imported(markers) == []
     assert f"{worker.endpoint}" in doctor.stdout and "lends" in doctor.stdout, doctor.stdout + doctor.stderr
-    run = specprefill(folder, "run", "--doc", str(doc), "--question", "Which item is red?", "--mode", "spec",
-                      "--force", "--keep", "0.5", "--chunk-size", "8", "--max-new-tokens", "2", *models,
-                      cache=tmp_path / "cache")
+    run = specprefill(
+        folder,
+        "run",
+        "--doc",
+        str(doc),
+        "--question",
+        "Which item is red?",
+        "--mode",
+        "spec",
+        "--force",
+        "--keep",
+        "0.5",
+        "--chunk-size",
+        "8",
+        "--max-new-tokens",
+        "2",
+        *models,
+        cache=tmp_path / "cache",
+    )
     assert imported(markers) == []
     assert run.returncode == 0, run.stderr
 
@@ -105,12 +135,21 @@ def test_a_worker_loads_no_ggml_backend_from_the_cwd(hostile_cwd, free_port):
     a library planted in the folder the worker is started from must not be loaded."""
     folder, markers = hostile_cwd
     source = folder / "planted.c"
-    source.write_text(f"#define MARKER {json.dumps(str(markers / 'libggml-cpu-planted.so'))}\n" + PLANTED_BACKEND)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(folder / "libggml-cpu-planted.so"), str(source)], check=True)
+    source.write_text(
+        f"#define MARKER {json.dumps(str(markers / 'libggml-cpu-planted.so'))}\n" + PLANTED_BACKEND
+    )
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(folder / "libggml-cpu-planted.so"), str(source)], check=True
+    )
     endpoint = Endpoint("127.0.0.1", free_port)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    worker = subprocess.Popen([str(SPECPREFILL), "worker", "--port", str(free_port), "--threads", "1"], cwd=folder,
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [str(SPECPREFILL), "worker", "--port", str(free_port), "--threads", "1"],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while probe(endpoint, timeout=0.5) and time.monotonic() < deadline:

@@ -46,7 +46,9 @@ def run_settings(**overrides) -> RunSettings:
 def test_a_prompt_over_the_context_is_refused_with_the_numbers(engine):
     n = engine.prepare(LONG_DOCUMENT, QUESTION, run_settings()).n_tokens
     assert n > N_CTX
-    with pytest.raises(ContextOverflowError) as err:  # a full prefill alone (SpecPrefill fits it by selection)
+    with pytest.raises(
+        ContextOverflowError
+    ) as err:  # a full prefill alone (SpecPrefill fits it by selection)
         list(engine.stream(LONG_DOCUMENT, QUESTION, "baseline", run_settings()))
     message = str(err.value)
     for number in (n, MAX_NEW, n + MAX_NEW, N_CTX, n + MAX_NEW - N_CTX):
@@ -77,7 +79,7 @@ def test_the_cut_prompt_is_the_head_of_the_document_then_the_same_question(engin
     cut, info = fit_prompt(engine.runtime.model, full, N_CTX, MAX_NEW, truncate=True)
     start, end = full.doc_token_span
     np.testing.assert_array_equal(cut.tokens[:start], full.tokens[:start])
-    np.testing.assert_array_equal(cut.tokens[cut.tail_start:], full.tokens[end:])  # the question, whole
+    np.testing.assert_array_equal(cut.tokens[cut.tail_start :], full.tokens[end:])  # the question, whole
     assert LONG_DOCUMENT.startswith(cut.parts.document)
     assert len(cut.parts.document) == len(LONG_DOCUMENT) - info.cut_chars
     assert cut.parts.suffix == full.parts.suffix
@@ -85,14 +87,28 @@ def test_the_cut_prompt_is_the_head_of_the_document_then_the_same_question(engin
 
 def test_truncation_cannot_make_room_when_the_question_alone_overflows(engine):
     with pytest.raises(ContextOverflowError, match="even without the document"):
-        list(engine.stream(LONG_DOCUMENT, QUESTION, "baseline", run_settings(truncate=True, max_new_tokens=N_CTX)))
+        list(
+            engine.stream(
+                LONG_DOCUMENT, QUESTION, "baseline", run_settings(truncate=True, max_new_tokens=N_CTX)
+            )
+        )
 
 
 def test_cli_refuses_then_truncates_on_request(capsys, pair, cache_home, tmp_path):
     doc = tmp_path / "long.txt"
     doc.write_text(LONG_DOCUMENT)
-    args = ["run", "--doc", str(doc), "--question", QUESTION, "--mode", "baseline",
-            "--max-new-tokens", str(MAX_NEW), *tiny_model_flags(*pair)]
+    args = [
+        "run",
+        "--doc",
+        str(doc),
+        "--question",
+        QUESTION,
+        "--mode",
+        "baseline",
+        "--max-new-tokens",
+        str(MAX_NEW),
+        *tiny_model_flags(*pair),
+    ]
     code, lines = run_cli(capsys, *args)
     assert_one_error_line(code, lines, "context window is 512 tokens")
     code, lines = run_cli(capsys, *args, "--truncate")
@@ -106,8 +122,15 @@ def test_cli_refuses_then_truncates_on_request(capsys, pair, cache_home, tmp_pat
 
 def test_a_missing_model_file(capsys, pair, cache_home, tmp_path):
     target, _ = pair
-    code, lines = run_cli(capsys, "run", "--doc", __file__, "--question", "q?",
-                          *tiny_model_flags(target, tmp_path / "missing.gguf"))
+    code, lines = run_cli(
+        capsys,
+        "run",
+        "--doc",
+        __file__,
+        "--question",
+        "q?",
+        *tiny_model_flags(target, tmp_path / "missing.gguf"),
+    )
     assert_one_error_line(code, lines, "draft model not found", "missing.gguf")
 
 
@@ -193,7 +216,9 @@ def test_a_spec_run_whose_draft_cache_cannot_fit_is_refused_then_the_next_run_wo
     assert f"draft KV cache {format_bytes(2 * 2 * 2 * 16 * 4 * n)}" in message
     assert f"look-ahead attention {format_bytes(2 * 2 * 4 * 4 * n)}" in message
     # the question's rows, scored by default: logits, masked and softmaxed, 4 heads x 4 bytes
-    assert question_rows > 0 and f"question attention {format_bytes(3 * question_rows * 4 * 4 * n)}" in message
+    assert (
+        question_rows > 0 and f"question attention {format_bytes(3 * question_rows * 4 * 4 * n)}" in message
+    )
     monkeypatch.undo()
     events = list(engine.stream(LONG_DOCUMENT[:400], QUESTION, "spec", run_settings()))
     assert [e.result.generated_tokens for e in events if isinstance(e, RunFinished)] == [MAX_NEW]

@@ -23,7 +23,9 @@ from engine.pipeline import Engine
 from tests.fixtures.pdfs import write_pdf
 from tests.reliability.support import run_cli, tiny_model_flags
 
-DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
+DOCUMENT = " ".join(
+    f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8)
+)
 QUESTION = "Which item is the green stone?"
 MAX_NEW = 24
 
@@ -35,8 +37,11 @@ def settings(**overrides) -> RunSettings:
 
 
 def answers(engine, mode: str = "both") -> dict[str, str]:
-    return {e.run: e.result.answer for e in engine.stream(DOCUMENT, QUESTION, mode, settings())
-            if isinstance(e, RunFinished)}
+    return {
+        e.run: e.result.answer
+        for e in engine.stream(DOCUMENT, QUESTION, mode, settings())
+        if isinstance(e, RunFinished)
+    }
 
 
 # -- Cancel at each stage -----------------------------------------------------------------
@@ -88,7 +93,9 @@ def test_cancel_from_another_thread_lands_within_a_second(engine):
 
     token = CancelToken()
     outcome = {}
-    longest_answer = settings(max_new_tokens=engine.info.n_ctx - engine.prepare(DOCUMENT, QUESTION, settings()).n_tokens)
+    longest_answer = settings(
+        max_new_tokens=engine.info.n_ctx - engine.prepare(DOCUMENT, QUESTION, settings()).n_tokens
+    )
 
     def run():
         try:
@@ -127,10 +134,17 @@ def test_a_second_run_while_one_is_active_is_refused_never_interleaved(engine):
 # -- llama_decode errors ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rc, words", [
-    (1, "no room in the KV cache"), (-1, "rejected the batch"), (-2, "out of memory"),
-    (-3, "compute backend failed"), (-7, "code -7"), (5, "warning code 5"),
-])
+@pytest.mark.parametrize(
+    "rc, words",
+    [
+        (1, "no room in the KV cache"),
+        (-1, "rejected the batch"),
+        (-2, "out of memory"),
+        (-3, "compute backend failed"),
+        (-7, "code -7"),
+        (5, "warning code 5"),
+    ],
+)
 def test_a_llama_decode_error_is_a_message_and_the_engine_goes_on(engine, monkeypatch, rc, words):
     reference = answers(engine, "baseline")
     monkeypatch.setattr(engine.runtime.context, "decode", lambda *args: rc)
@@ -143,11 +157,15 @@ def test_a_llama_decode_error_is_a_message_and_the_engine_goes_on(engine, monkey
 # -- interrupted writes -----------------------------------------------------------------------
 
 
-def test_an_interrupted_ab_suite_leaves_the_previous_report_intact(capsys, pair, cache_home, tmp_path, monkeypatch):
+def test_an_interrupted_ab_suite_leaves_the_previous_report_intact(
+    capsys, pair, cache_home, tmp_path, monkeypatch
+):
     doc = tmp_path / "doc.txt"
     doc.write_text(DOCUMENT)
     suite = tmp_path / "suite.jsonl"
-    suite.write_text("".join(f'{{"id": "c{i}", "doc": "{doc}", "question": "{QUESTION}"}}\n' for i in range(3)))
+    suite.write_text(
+        "".join(f'{{"id": "c{i}", "doc": "{doc}", "question": "{QUESTION}"}}\n' for i in range(3))
+    )
     report = tmp_path / "ab.html"
     report.write_text("the previous report")
     progress_lines = []
@@ -158,12 +176,29 @@ def test_an_interrupted_ab_suite_leaves_the_previous_report_intact(capsys, pair,
             signal.raise_signal(signal.SIGINT)  # Ctrl-C: the CLI's handler cancels the suite
 
     monkeypatch.setattr(engine.cli.ab, "print_progress", interrupt_on_second_case)
-    code, lines = run_cli(capsys, "ab", "--suite", str(suite), "--keep", "0.5", "--force", "--max-new-tokens", "4",
-                          "--report", str(report), *tiny_model_flags(*pair))
+    code, lines = run_cli(
+        capsys,
+        "ab",
+        "--suite",
+        str(suite),
+        "--keep",
+        "0.5",
+        "--force",
+        "--max-new-tokens",
+        "4",
+        "--report",
+        str(report),
+        *tiny_model_flags(*pair),
+    )
     assert code == 130 and lines[-1] == "specprefill: cancelled"
     assert report.read_text() == "the previous report"
     # The report is untouched; what had finished is kept in the journal, for --resume.
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ab.html", "ab.journal.jsonl", "doc.txt", "suite.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ab.html",
+        "ab.journal.jsonl",
+        "doc.txt",
+        "suite.jsonl",
+    ]
     assert '"c0"' in (tmp_path / "ab.journal.jsonl").read_text()
 
 
@@ -179,6 +214,7 @@ def network_forbidden():
         def fail(*args, **kwargs):
             attempts.append(f"{what}{args}")
             raise OSError(f"network access attempted: {what}")
+
         return fail
 
     real_init = socket.socket.__init__
@@ -201,8 +237,9 @@ def test_the_engine_opens_no_socket(pair, tmp_path, monkeypatch):
     pdf = write_pdf(tmp_path / "doc.pdf", [DOCUMENT, "A second page."])
     with network_forbidden() as attempts:
         document = load_document(pdf)
-        loaded = Engine.load(ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64,
-                                           n_threads=1))
+        loaded = Engine.load(
+            ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1)
+        )
         try:
             events = list(loaded.stream(document, QUESTION, "both", settings(max_new_tokens=4)))
         finally:

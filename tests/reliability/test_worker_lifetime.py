@@ -16,16 +16,22 @@ from engine.core.endpoints import Endpoint
 from engine.llama.rpc.ggml_backends import lib_dir
 from engine.llama.rpc.workers import RPC_SERVER, probe
 
-pytestmark = pytest.mark.skipif(not (lib_dir() / RPC_SERVER).is_file(),
-                                reason="llama.cpp was built without RPC: packaging/build_llama_wheel.py --install")
+pytestmark = pytest.mark.skipif(
+    not (lib_dir() / RPC_SERVER).is_file(),
+    reason="llama.cpp was built without RPC: packaging/build_llama_wheel.py --install",
+)
 
 PORT_FREE_WITHIN_S = 5.0
 START_TIMEOUT_S = 60.0
 
 
 def start_worker(port: int, log) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-P", "-m", "engine.cli", "worker", "--port", str(port), "--threads", "1"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-P", "-m", "engine.cli", "worker", "--port", str(port), "--threads", "1"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def wait_listening(endpoint: Endpoint, proc: subprocess.Popen, timeout: float) -> float:
@@ -74,7 +80,9 @@ def test_a_killed_worker_frees_its_port_for_the_next_one(free_port, tmp_path):
         killed_at = time.monotonic()
         while time.monotonic() - killed_at < PORT_FREE_WITHIN_S and not all(map(is_gone, servers)):
             time.sleep(0.05)
-        assert all(map(is_gone, servers)), f"rpc-server still running {PORT_FREE_WITHIN_S:.0f} s after its worker died"
+        assert all(map(is_gone, servers)), (
+            f"rpc-server still running {PORT_FREE_WITHIN_S:.0f} s after its worker died"
+        )
         with open(tmp_path / "second.log", "wb") as log:
             second = start_worker(free_port, log)
         try:

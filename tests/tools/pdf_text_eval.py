@@ -45,8 +45,10 @@ from engine.ingest.pdf_text import (  # noqa: E402
 SAMPLES = REPO / "resources" / "samples" / "docs"
 PAGE_SEPARATOR = "\n\n"
 
-_ESCAPE = re.compile(r"/(?:x[0-9A-Fa-f]{2}|uni[0-9A-Fa-f]{4,6}|g\d+|G\d+|glyph\d+|cid\d+)(?![0-9A-Za-z_])"
-                     r"|\(cid:\d+\)")
+_ESCAPE = re.compile(
+    r"/(?:x[0-9A-Fa-f]{2}|uni[0-9A-Fa-f]{4,6}|g\d+|G\d+|glyph\d+|cid\d+)(?![0-9A-Za-z_])"
+    r"|\(cid:\d+\)"
+)
 _LIGATURE = re.compile("[\ufb00-\ufb17]")
 _SPACED = re.compile(r"(?<!\S)(?:[^\W\d_] ){3,}[^\W\d_](?!\S)")
 _ODD = re.compile("[\ufffd\ufffe\ue000-\uf8ff\x00-\x08\x0b\x0e-\x1f\x7f]")
@@ -80,8 +82,10 @@ def artifact_counts(text: str) -> dict[str, int]:
 def glued_count(text: str, reference: str) -> int:
     """Tokens of `text` the reference does not have but spells as two of its tokens."""
     ref = set(reference.split())
-    return sum(token not in ref and any(_both_in(token[:i], token[i:], ref) for i in range(1, len(token)))
-               for token in text.split())
+    return sum(
+        token not in ref and any(_both_in(token[:i], token[i:], ref) for i in range(1, len(token)))
+        for token in text.split()
+    )
 
 
 def _both_in(head: str, tail: str, ref: set[str]) -> bool:
@@ -183,8 +187,11 @@ def main(argv: list[str]) -> int:
     print("|---" * (len(COLUMNS) + 2) + "|")
     for path in paths:
         for name, row in rows_for(path):
-            print(f"| {path.name} | {name} | " + " | ".join(f"{row[c]:,}" if isinstance(row[c], int)
-                                                           else str(row[c]) for c in COLUMNS) + " |")
+            print(
+                f"| {path.name} | {name} | "
+                + " | ".join(f"{row[c]:,}" if isinstance(row[c], int) else str(row[c]) for c in COLUMNS)
+                + " |"
+            )
     return 0
 
 

@@ -25,6 +25,8 @@ def cache_home(tmp_path_factory):
 @pytest.fixture(scope="module")
 def engine(pair, cache_home):
     target, draft = pair
-    loaded = Engine.load(ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1))
+    loaded = Engine.load(
+        ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1)
+    )
     yield loaded
     loaded.close()

@@ -26,12 +26,17 @@ SETTINGS = RunSettings(force=True, chunk_size=8, max_new_tokens=4)  # force: the
 STONES = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
 COINS = " ".join(f"Box {i} holds {i * 7} coins." for i in range(10))
 # Two documents, two questions each, interleaved: each document's questions are still asked together.
-CASES = [("stone-green", "stones.txt", "Which item is the green stone?"),
-         ("coins-3", "coins.txt", "How many coins are in box 3?"),
-         ("stone-where", "stones.txt", "Where are the stones?"),
-         ("coins-most", "coins.txt", "Which box holds the most coins?")]
+CASES = [
+    ("stone-green", "stones.txt", "Which item is the green stone?"),
+    ("coins-3", "coins.txt", "How many coins are in box 3?"),
+    ("stone-where", "stones.txt", "Where are the stones?"),
+    ("coins-most", "coins.txt", "Which box holds the most coins?"),
+]
 FIRST_OF_EACH_DOCUMENT = {"stone-green", "coins-3"}
-COLD = {"cold_full", "spec"}  # a session's prefills paid in full; the other served_by values came from a cache
+COLD = {
+    "cold_full",
+    "spec",
+}  # a session's prefills paid in full; the other served_by values came from a cache
 
 
 @pytest.fixture(autouse=True)
@@ -44,8 +49,10 @@ def no_saved_states(engine, monkeypatch):
 def suite(tmp_path) -> Path:
     (tmp_path / "stones.txt").write_text(STONES, encoding="utf-8")
     (tmp_path / "coins.txt").write_text(COINS, encoding="utf-8")
-    lines = [json.dumps({"id": case_id, "doc": doc, "question": question, "answers": ["stone", "coins"]})
-             for case_id, doc, question in CASES]
+    lines = [
+        json.dumps({"id": case_id, "doc": doc, "question": question, "answers": ["stone", "coins"]})
+        for case_id, doc, question in CASES
+    ]
     path = tmp_path / "suite.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -63,8 +70,12 @@ def test_a_documents_follow_up_baseline_is_served_from_its_cache(engine, suite):
     report = run(engine, suite, reuse_cache=True)
     assert [case.id for case in report.cases] == [case_id for case_id, *_ in CASES]  # the suite's order
     served = {case.id: case.baseline.result.served_by for case in report.cases}
-    assert served == {"stone-green": "cold_full", "coins-3": "cold_full",
-                      "stone-where": "cached_full", "coins-most": "cached_full"}
+    assert served == {
+        "stone-green": "cold_full",
+        "coins-3": "cold_full",
+        "stone-where": "cached_full",
+        "coins-most": "cached_full",
+    }
     # The first SpecPrefill run of a document scores it cold; later ones may reuse the draft's cache.
     spec_served = {run.result.served_by for case in report.cases for run in case.spec.values()}
     assert "spec" in spec_served and spec_served <= {"spec", "spec_cached_draft"}
@@ -89,7 +100,9 @@ def test_cold_means_use_only_the_cold_runs_and_cached_runs_have_their_own(engine
         assert spec.cached_mean_ttft_s == (pytest.approx(mean_ttft(spec_cached)) if spec_cached else None)
         assert spec.speedup == (pytest.approx(mean_ttft(cold) / mean_ttft(spec_cold)) if spec_cold else None)
     data = report.to_json()
-    assert data["summary"]["baseline"]["n_cached"] == 2 and "cached_mean_ttft_s" in data["summary"]["baseline"]
+    assert (
+        data["summary"]["baseline"]["n_cached"] == 2 and "cached_mean_ttft_s" in data["summary"]["baseline"]
+    )
     assert data["cases"][2]["baseline"]["served_by"] == "cached_full"
     rows = render_csv(report).splitlines()
     assert rows[0].endswith(",served_by,ttft_kind")
@@ -99,7 +112,9 @@ def test_cold_means_use_only_the_cold_runs_and_cached_runs_have_their_own(engine
 
 def split(runs: list[RunRecord]) -> tuple[list[RunRecord], list[RunRecord]]:
     """(cold runs, cached runs), by served_by."""
-    return [r for r in runs if r.result.served_by in COLD], [r for r in runs if r.result.served_by not in COLD]
+    return [r for r in runs if r.result.served_by in COLD], [
+        r for r in runs if r.result.served_by not in COLD
+    ]
 
 
 def test_without_the_flag_every_run_is_one_shot_and_the_json_is_unchanged(engine, suite):
@@ -109,10 +124,23 @@ def test_without_the_flag_every_run_is_one_shot_and_the_json_is_unchanged(engine
     assert runs and not any("served_by" in run for run in runs)
     baseline, spec = data["summary"]["baseline"], data["summary"]["spec"][KEEPS[0]]
     # No session fields; the accuracy's 95% interval is there whenever a case is scored.
-    assert set(baseline) == {"accuracy", "n_scored", "mean_ttft_s", "mean_tokenize_s", "mean_target_prefill_s",
-                             "accuracy_low", "accuracy_high"}
-    assert set(spec) == set(baseline) | {"agreement", "mean_draft_s", "mean_select_s", "mean_kept_fraction",
-                                         "speedup", "n_bypassed"}
+    assert set(baseline) == {
+        "accuracy",
+        "n_scored",
+        "mean_ttft_s",
+        "mean_tokenize_s",
+        "mean_target_prefill_s",
+        "accuracy_low",
+        "accuracy_high",
+    }
+    assert set(spec) == set(baseline) | {
+        "agreement",
+        "mean_draft_s",
+        "mean_select_s",
+        "mean_kept_fraction",
+        "speedup",
+        "n_bypassed",
+    }
     assert "reuse_cache" not in data["environment"]
     assert render_csv(report).splitlines()[0] == ",".join(CSV_COLUMNS)
     assert baseline["mean_ttft_s"] == pytest.approx(mean_ttft([case.baseline for case in report.cases]))
@@ -121,8 +149,9 @@ def test_without_the_flag_every_run_is_one_shot_and_the_json_is_unchanged(engine
 def test_a_saved_state_is_a_cached_run_too(engine, suite, tmp_path, monkeypatch):
     """A second suite finds each document's prefix saved by the first: no cold baseline is left to average."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(engine, "state_store", StateStore(state_cache_dir(),
-                                                          cap_bytes(ModelSettings().state_cache_gb)))
+    monkeypatch.setattr(
+        engine, "state_store", StateStore(state_cache_dir(), cap_bytes(ModelSettings().state_cache_gb))
+    )
     run(engine, suite, reuse_cache=True)
     report = run(engine, suite, reuse_cache=True)
     served = {case.id: case.baseline.result.served_by for case in report.cases}

@@ -10,8 +10,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT = Path(sys.executable).with_name("lint-imports")
-CONTRACTS = ("The engine is Qt-free", "The engine is layered", "The draft and the llama.cpp runtime never import each other",
-             "The app uses the engine's public API only", "The engine has no import cycles between its packages")
+CONTRACTS = (
+    "The engine is Qt-free",
+    "The engine is layered",
+    "The draft and the llama.cpp runtime never import each other",
+    "The app uses the engine's public API only",
+    "The engine has no import cycles between its packages",
+)
 
 
 def lint(cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -30,7 +35,9 @@ def test_a_core_module_that_imports_the_pipeline_breaks_the_layers(tmp_path):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     settings = tmp_path / "engine" / "core" / "settings.py"
-    settings.write_text(settings.read_text() + "\nfrom engine.pipeline.costmodel import attention_area  # wrong layer\n")
+    settings.write_text(
+        settings.read_text() + "\nfrom engine.pipeline.costmodel import attention_area  # wrong layer\n"
+    )
     proc = lint(tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert proc.returncode != 0
     assert "The engine is layered BROKEN" in proc.stdout
@@ -39,8 +46,7 @@ def test_a_core_module_that_imports_the_pipeline_breaks_the_layers(tmp_path):
 
 def modules_loaded_by(imports: str, prefixes: tuple[str, ...]) -> list[str]:
     """The modules starting with `prefixes` that importing `imports` loads, in a clean interpreter."""
-    code = (f"import sys, {imports}; "
-            f"print(','.join(m for m in sys.modules if m.startswith({prefixes!r})))")
+    code = f"import sys, {imports}; print(','.join(m for m in sys.modules if m.startswith({prefixes!r})))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return [m for m in proc.stdout.strip().split(",") if m]
@@ -48,8 +54,12 @@ def modules_loaded_by(imports: str, prefixes: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.slow
 def test_importing_the_engine_loads_no_qt():
-    assert modules_loaded_by("engine.pipeline, engine.cli.main, engine.ingest, engine.api",
-                             ("PySide6", "shiboken6", "desktop")) == []
+    assert (
+        modules_loaded_by(
+            "engine.pipeline, engine.cli.main, engine.ingest, engine.api", ("PySide6", "shiboken6", "desktop")
+        )
+        == []
+    )
 
 
 def test_the_public_api_imports_without_the_model_runtimes():

@@ -34,7 +34,9 @@ from tests.fixtures.processes import run_at_once
 from tests.fixtures.tiny_gguf import write_tiny_qwen2_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
+DOCUMENT = " ".join(
+    f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8)
+)
 QUESTION = "Which item is the green stone?"
 GARBAGE_SIDECAR = "{not json"
 DIGEST = "0" * 32  # a state's file name, as a key digest would give it
@@ -46,8 +48,16 @@ def mode_of(path: Path) -> int:
 
 def cli(*args: str, cache_home: Path, stdin: str = "") -> subprocess.CompletedProcess:
     env = dict(os.environ, XDG_CACHE_HOME=str(cache_home), HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def models_args(pair) -> list[str]:
@@ -118,8 +128,20 @@ def test_after_a_chat_run_the_cache_is_owner_only_including_what_an_earlier_vers
     root = seed_an_earlier_versions_cache(cache_home)
     doc = tmp_path / "doc.txt"
     doc.write_text(DOCUMENT)
-    proc = cli("chat", "--doc", str(doc), *models_args(pair), "--max-new-tokens", "4", "--mode", "baseline",
-               "--json", "--question", QUESTION, cache_home=cache_home)
+    proc = cli(
+        "chat",
+        "--doc",
+        str(doc),
+        *models_args(pair),
+        "--max-new-tokens",
+        "4",
+        "--mode",
+        "baseline",
+        "--json",
+        "--question",
+        QUESTION,
+        cache_home=cache_home,
+    )
     assert proc.returncode == 0, proc.stderr
     assert list((root / "states").glob("*.state")), "the chat run saved no state"
     assert loose_modes(root) == []
@@ -136,7 +158,11 @@ def test_a_store_folder_an_earlier_version_left_is_tightened_on_first_use(tmp_pa
         path.chmod(0o755)
     old_state.chmod(0o644)
     StateStore(folder, cap_bytes(1)).entries()
-    assert [oct(mode_of(p)) for p in (folder.parent, folder, old_state)] == [oct(0o700), oct(0o700), oct(0o600)]
+    assert [oct(mode_of(p)) for p in (folder.parent, folder, old_state)] == [
+        oct(0o700),
+        oct(0o700),
+        oct(0o600),
+    ]
     assert mode_of(tmp_path / "xdg-cache") == 0o755
 
 
@@ -167,7 +193,7 @@ def test_clearing_the_store_logs_why_it_removed_a_state(tmp_path, caplog):
     seed_unreadable_state(store.folder)
     with caplog.at_level(logging.WARNING, logger="engine.pipeline.state_store"):
         assert store.clear() == (1, 1000)
-    warning, = [r for r in caplog.records if r.levelno == logging.WARNING]
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert warning.getMessage().startswith(f"removed saved state {DIGEST}: its sidecar could not be read (")
     assert list(store.folder.iterdir()) == [store.folder / "store.lock"]
 
@@ -184,7 +210,7 @@ def store(engine, tmp_path, monkeypatch) -> StateStore:
 def test_a_save_evicts_a_state_whose_sidecar_cannot_be_read(engine, store):
     state, sidecar = seed_unreadable_state(store.folder)
     events = list(engine.ask(DocumentSession(DOCUMENT), QUESTION, "baseline", RunSettings(max_new_tokens=4)))
-    result, = [e.result for e in events if isinstance(e, RunFinished)]
+    (result,) = [e.result for e in events if isinstance(e, RunFinished)]
     assert result.served_by == "cold_full" and len(store.entries()) == 1
     assert not state.exists() and not sidecar.exists()
 
@@ -196,8 +222,17 @@ RECORDS_PER_WRITER = 40
 
 
 def long_record(number: int) -> CaseRecord:
-    return CaseRecord(f"{os.getpid()}-{number}", "other", "x" * LONG_LINE_CHARS, None, "doc.txt", None, None, {},
-                      error="the case failed")
+    return CaseRecord(
+        f"{os.getpid()}-{number}",
+        "other",
+        "x" * LONG_LINE_CHARS,
+        None,
+        "doc.txt",
+        None,
+        None,
+        {},
+        error="the case failed",
+    )
 
 
 def append_long_records(barrier, path: str) -> int:
@@ -222,8 +257,16 @@ AB_CASES = 80  # enough that one run is still writing its journal when the other
 def write_ab_suite(folder: Path) -> Path:
     (folder / "doc.txt").write_text(DOCUMENT)
     suite = folder / "suite.jsonl"
-    cases = ({"id": f"case-{i}", "doc": "doc.txt", "question": f"Which item is {i}?", "answers": [str(i)],
-              "kind": "number"} for i in range(AB_CASES))
+    cases = (
+        {
+            "id": f"case-{i}",
+            "doc": "doc.txt",
+            "question": f"Which item is {i}?",
+            "answers": [str(i)],
+            "kind": "number",
+        }
+        for i in range(AB_CASES)
+    )
     suite.write_text("".join(json.dumps(case) + "\n" for case in cases))
     return suite
 
@@ -232,17 +275,33 @@ def write_ab_suite(folder: Path) -> Path:
 def test_two_ab_runs_on_one_suite_never_write_one_journal(pair, tmp_path):
     cache_home = tmp_path / "xdg-cache"
     suite = write_ab_suite(tmp_path)
-    command = [sys.executable, "-m", "engine.cli", "ab", "--suite", str(suite), "--keep", "0.5", "--force",
-               "--max-new-tokens", "1", *models_args(pair)]
+    command = [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "ab",
+        "--suite",
+        str(suite),
+        "--keep",
+        "0.5",
+        "--force",
+        "--max-new-tokens",
+        "1",
+        *models_args(pair),
+    ]
     env = dict(os.environ, XDG_CACHE_HOME=str(cache_home), HF_HUB_OFFLINE="1")
-    runs = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for _ in range(2)]
+    runs = [
+        subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outcomes = [(run.wait(timeout=300), run.communicate()[1]) for run in runs]
     codes = sorted(code for code, _ in outcomes)
     assert codes == [0, 2], [err[-2000:] for _, err in outcomes]
     refusal = next(err for code, err in outcomes if code == 2)
     assert "another ab run is writing the journal" in refusal
-    journal, = (cache_home / "specprefill" / "ab-journals").glob("*.journal.jsonl")
+    (journal,) = (cache_home / "specprefill" / "ab-journals").glob("*.journal.jsonl")
     _, finished = load_journal(journal)
     lines = journal.read_text().splitlines()
     assert len(lines) == 1 + AB_CASES and sorted(finished) == sorted(f"case-{i}" for i in range(AB_CASES))
@@ -287,4 +346,6 @@ def test_keying_the_default_models_is_cheap(monkeypatch):
     started = time.perf_counter()
     prefix_key(TARGET.path, DRAFT.path)
     elapsed = time.perf_counter() - started
-    assert elapsed < 0.5, f"{elapsed:.3f} s to key {TARGET.path.stat().st_size:,} + {DRAFT.path.stat().st_size:,} bytes"
+    assert elapsed < 0.5, (
+        f"{elapsed:.3f} s to key {TARGET.path.stat().st_size:,} + {DRAFT.path.stat().st_size:,} bytes"
+    )

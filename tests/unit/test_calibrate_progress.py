@@ -26,7 +26,14 @@ def uncalibrated(engine):
 
 def test_plan_and_messages_name_each_timing_in_order():
     steps = plan(LENGTHS)
-    assert steps == [("target", 64), ("draft", 64), ("target", 128), ("draft", 128), ("target", 256), ("draft", 256)]
+    assert steps == [
+        ("target", 64),
+        ("draft", 64),
+        ("target", 128),
+        ("draft", 128),
+        ("target", 256),
+        ("draft", 256),
+    ]
     assert step_message(steps, 0) == "timing the target's prefill of 64 tokens (1 of 6)"
     assert step_message(steps, 5) == "timing the draft's scoring of 256 tokens (6 of 6)"
     assert step_message(steps, 6) == "fitting the cost model"
@@ -36,14 +43,23 @@ def test_progress_is_monotonic_and_the_whole_calibration_is_stored(uncalibrated,
     path = tmp_path / "calibration.json"
     reports, measured = [], []
     settings = ModelSettings(draft_quant="none", n_threads=1)
-    model = calibrate_machine(uncalibrated, settings, lambda *report: reports.append(report), text=TEXT,
-                              lengths=LENGTHS, path=path, on_measurement=measured.append)
+    model = calibrate_machine(
+        uncalibrated,
+        settings,
+        lambda *report: reports.append(report),
+        text=TEXT,
+        lengths=LENGTHS,
+        path=path,
+        on_measurement=measured.append,
+    )
     total = 2 * sum(LENGTHS)
     assert {t for _, t, _ in reports} == {total}
     dones = [done for done, _, _ in reports]
     assert dones == sorted(dones) and dones[0] == 0 and dones[-1] == total
     messages = list(dict.fromkeys(message for _, _, message in reports))
-    assert messages == [step_message(plan(LENGTHS), i) for i in range(7)]  # each of the 6 timings, then the fit
+    assert messages == [
+        step_message(plan(LENGTHS), i) for i in range(7)
+    ]  # each of the 6 timings, then the fit
     assert len(reports) > 7  # the bar also moves within a timing, batch by batch
     assert reports[0][2] == "timing the target's prefill of 64 tokens (1 of 6)"
     assert reports[-1][2] == "fitting the cost model"
@@ -68,8 +84,16 @@ def test_cancel_midway_raises_and_stores_nothing(uncalibrated, tmp_path):
             cancel.cancel()
 
     with pytest.raises(Cancelled):
-        calibrate_machine(uncalibrated, None, cancel_at_the_third_timing, cancel, text=TEXT, lengths=LENGTHS,
-                          path=path, on_measurement=measured.append)
+        calibrate_machine(
+            uncalibrated,
+            None,
+            cancel_at_the_third_timing,
+            cancel,
+            text=TEXT,
+            lengths=LENGTHS,
+            path=path,
+            on_measurement=measured.append,
+        )
     assert len(measured) == 2  # the third timing never ran
     assert not path.exists()
     assert uncalibrated.cost_model is None
@@ -105,8 +129,9 @@ def test_the_public_api_runs_the_same_calibration(monkeypatch):
 
 
 @pytest.mark.parametrize(("score_question", "rows"), [(True, TIMED_QUESTION_ROWS), (False, 0)])
-def test_a_timed_draft_pass_scores_like_a_question_when_the_question_is_scored(engine, monkeypatch,
-                                                                               score_question, rows):
+def test_a_timed_draft_pass_scores_like_a_question_when_the_question_is_scored(
+    engine, monkeypatch, score_question, rows
+):
     seen, iter_score = [], engine.scorer.iter_score
 
     def recording(tokens, params, cancel):

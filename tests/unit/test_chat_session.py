@@ -23,7 +23,9 @@ from engine.core.settings import RunSettings
 from engine.pipeline import DocumentSession
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
+DOCUMENT = " ".join(
+    f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8)
+)
 OTHER_DOCUMENT = " ".join(f"Box {i} holds {i * 7} coins." for i in range(10))
 QUESTIONS = ["Which item is the green stone?", "Where are the stones?", "What colour is item 4?"]
 MAX_NEW = 8
@@ -82,10 +84,12 @@ def test_a_cached_follow_up_answers_as_a_cold_full_prefill(engine, extends):
     assert cached.generated_tokens == cold.generated_tokens > 0
     # Only the question's tail was prefilled, at its own positions right after the prefix.
     prompt = engine.prepare(DOCUMENT, QUESTIONS[1], settings())
-    (tokens, positions), = extends
-    assert np.array_equal(tokens, prompt.tokens[prompt.tail_start:])
+    ((tokens, positions),) = extends
+    assert np.array_equal(tokens, prompt.tokens[prompt.tail_start :])
     assert np.array_equal(positions, np.arange(prompt.tail_start, prompt.n_tokens))
-    assert cached.prefill_tokens == prompt.n_tokens - prompt.tail_start < cached.prompt_tokens == prompt.n_tokens
+    assert (
+        cached.prefill_tokens == prompt.n_tokens - prompt.tail_start < cached.prompt_tokens == prompt.n_tokens
+    )
 
 
 def test_the_same_question_again_is_answered_the_same_from_the_cache(engine):
@@ -158,9 +162,13 @@ def test_a_changed_system_prompt_is_cold(engine):
 def test_auto_without_the_background_fill_answers_first_by_specprefill_then_from_the_full_prefix(engine):
     session = DocumentSession(DOCUMENT)
     first = ask(engine, session, QUESTIONS[0], "auto", force=True, background_prefill=False)
-    assert first.run == "spec" and first.served_by in ("spec", "spec_cached_draft") and first.kept_fraction < 1
+    assert (
+        first.run == "spec" and first.served_by in ("spec", "spec_cached_draft") and first.kept_fraction < 1
+    )
     assert served(engine, session, QUESTIONS[1:], "auto", force=True, background_prefill=False) == [
-        "cold_full", "cached_full"]
+        "cold_full",
+        "cached_full",
+    ]
 
 
 def test_auto_with_the_background_fill_answers_by_specprefill_until_the_prefix_is_filled(engine):
@@ -200,17 +208,46 @@ def chat(pair, tmp_path_factory):
     doc.write_text(DOCUMENT)
     env = dict(os.environ, XDG_CACHE_HOME=str(home / "cache"), HF_HUB_OFFLINE="1")
     target, draft = pair
-    base = ["chat", "--doc", str(doc), "--target", str(target), "--draft", str(draft), "--threads", "1",
-            "--n-ctx", "512", "--max-new-tokens", "4", "--state-cache-gb", "0"]
+    base = [
+        "chat",
+        "--doc",
+        str(doc),
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--threads",
+        "1",
+        "--n-ctx",
+        "512",
+        "--max-new-tokens",
+        "4",
+        "--state-cache-gb",
+        "0",
+    ]
 
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "engine.cli", *base, *args], cwd=ROOT, env=env,
-                              input=stdin, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "engine.cli", *base, *args],
+            cwd=ROOT,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     def start(*args: str) -> subprocess.Popen:
         """The chat process with pipes, for a conversation at its own pace."""
-        return subprocess.Popen([sys.executable, "-m", "engine.cli", *base, *args], cwd=ROOT, env=env, text=True,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            [sys.executable, "-m", "engine.cli", *base, *args],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     run.start = start
     return run
@@ -224,8 +261,16 @@ def test_chat_json_prints_one_object_per_question(chat):
     assert [a["question"] for a in answers] == QUESTIONS
     assert [a["served_by"] for a in answers] == ["cold_full", "cached_full", "cached_full"]
     for a in answers:
-        for key in ("ttft_s", "answer", "prefill_tokens", "prompt_tokens", "decode_tok_s", "generated_tokens",
-                    "target_prefill_s", "stop_reason"):
+        for key in (
+            "ttft_s",
+            "answer",
+            "prefill_tokens",
+            "prompt_tokens",
+            "decode_tok_s",
+            "generated_tokens",
+            "target_prefill_s",
+            "stop_reason",
+        ):
             assert key in a
     assert answers[0]["prefill_tokens"] == answers[0]["prompt_tokens"]
     assert answers[1]["prefill_tokens"] < answers[1]["prompt_tokens"]
@@ -233,8 +278,17 @@ def test_chat_json_prints_one_object_per_question(chat):
 
 @pytest.mark.slow
 def test_chat_reads_questions_from_stdin_and_auto_starts_with_spec(chat):
-    proc = chat("--force", "--keep", "0.3", "--chunk-size", "8", "--json", "--no-background-prefill",
-                "--no-read-ahead", stdin="\n".join(QUESTIONS) + "\n\n")
+    proc = chat(
+        "--force",
+        "--keep",
+        "0.3",
+        "--chunk-size",
+        "8",
+        "--json",
+        "--no-background-prefill",
+        "--no-read-ahead",
+        stdin="\n".join(QUESTIONS) + "\n\n",
+    )
     assert proc.returncode == 0, proc.stderr
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [a["served_by"] for a in answers] == ["spec", "cold_full", "cached_full"]
@@ -281,8 +335,20 @@ def test_chat_fills_the_full_prefix_while_waiting_for_the_next_question(chat):
 
 @pytest.mark.slow
 def test_chat_reads_ahead_before_the_first_question_and_reports_it(chat):
-    proc = chat("--force", "--keep", "0.3", "--chunk-size", "8", "--json", "--mode", "spec",
-                "--question", QUESTIONS[0], "--question", QUESTIONS[1])
+    proc = chat(
+        "--force",
+        "--keep",
+        "0.3",
+        "--chunk-size",
+        "8",
+        "--json",
+        "--mode",
+        "spec",
+        "--question",
+        QUESTIONS[0],
+        "--question",
+        QUESTIONS[1],
+    )
     assert proc.returncode == 0, proc.stderr
     first, second = [json.loads(line) for line in proc.stdout.splitlines()]
     assert first["served_by"] == "spec_read_ahead" and first["read_ahead_s"] > 0

@@ -26,8 +26,14 @@ def cli(tmp_path_factory):
     models = ["--target", str(target), "--draft", str(draft), "--threads", "1", "--n-ctx", "1024"]
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "engine.cli", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     return run, models, doc
 
@@ -35,8 +41,24 @@ def cli(tmp_path_factory):
 @pytest.mark.slow
 def test_run_json_contract(cli):
     run, models, doc = cli
-    proc = run("run", "--doc", str(doc), "--question", "Which item is green?", "--mode", "both", "--force",
-               "--keep", "0.3", "--chunk-size", "8", "--max-new-tokens", "4", "--json", *models)
+    proc = run(
+        "run",
+        "--doc",
+        str(doc),
+        "--question",
+        "Which item is green?",
+        "--mode",
+        "both",
+        "--force",
+        "--keep",
+        "0.3",
+        "--chunk-size",
+        "8",
+        "--max-new-tokens",
+        "4",
+        "--json",
+        *models,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     base, spec = report["runs"]["baseline"], report["runs"]["spec"]
@@ -56,8 +78,21 @@ def test_run_a_document_longer_than_the_window_json_contract(cli, tmp_path):
     run, models, _ = cli
     long_doc = tmp_path / "long.txt"
     long_doc.write_text(DOC * 12)
-    base_args = ("run", "--doc", str(long_doc), "--question", "Which item is green?", "--keep", "0.2",
-                 "--chunk-size", "8", "--max-new-tokens", "4", "--json", *models)
+    base_args = (
+        "run",
+        "--doc",
+        str(long_doc),
+        "--question",
+        "Which item is green?",
+        "--keep",
+        "0.2",
+        "--chunk-size",
+        "8",
+        "--max-new-tokens",
+        "4",
+        "--json",
+        *models,
+    )
     spec_only = run(*base_args, "--mode", "spec")
     assert spec_only.returncode == 0, spec_only.stderr
     proc = run(*base_args, "--mode", "both")
@@ -78,8 +113,19 @@ def test_run_a_document_longer_than_the_window_json_contract(cli, tmp_path):
 @pytest.mark.slow
 def test_run_spec_below_threshold_is_bypassed(cli):
     run, models, doc = cli
-    proc = run("run", "--doc", str(doc), "--question", "Which item is green?", "--mode", "spec",
-               "--max-new-tokens", "2", "--json", *models)
+    proc = run(
+        "run",
+        "--doc",
+        str(doc),
+        "--question",
+        "Which item is green?",
+        "--mode",
+        "spec",
+        "--max-new-tokens",
+        "2",
+        "--json",
+        *models,
+    )
     spec = json.loads(proc.stdout)["runs"]["spec"]
     assert spec["bypassed"] is True and spec["kept_fraction"] == 1.0
 
@@ -88,8 +134,23 @@ def test_run_spec_below_threshold_is_bypassed(cli):
 def test_bench_json_contract(cli, tmp_path):
     run, models, doc = cli
     plot = tmp_path / "ttft.png"
-    proc = run("bench", "--doc", str(doc), "--lengths", "64,160", "--keep", "0.25", "--chunk-size", "8",
-               "--draft-window", "32", "--json", "--plot", str(plot), *models)
+    proc = run(
+        "bench",
+        "--doc",
+        str(doc),
+        "--lengths",
+        "64,160",
+        "--keep",
+        "0.25",
+        "--chunk-size",
+        "8",
+        "--draft-window",
+        "32",
+        "--json",
+        "--plot",
+        str(plot),
+        *models,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)["results"]
     assert [r["tokens"] for r in rows] == [64, 160]
@@ -112,8 +173,12 @@ def test_calibrate_then_estimate(cli):
     assert Path(json.loads(proc.stdout)["path"]).is_file()
     est = json.loads(run("estimate", "--tokens", "8192", "--keep", "0.2", "--json").stdout)
     assert est["tokens"] == 8192 and est["baseline_ttft_s"] > 0
-    assert not est["fits"] and est["kept_tokens"] < 8192 * 0.2  # the calibration recorded the tiny target's window
+    assert (
+        not est["fits"] and est["kept_tokens"] < 8192 * 0.2
+    )  # the calibration recorded the tiny target's window
     assert est["speedup"] == pytest.approx(est["baseline_ttft_s"] / est["spec_ttft_s"])
-    full = json.loads(run("estimate", "--tokens", "8192", "--keep", "0.2", "--draft-window", "0", "--json").stdout)
+    full = json.loads(
+        run("estimate", "--tokens", "8192", "--keep", "0.2", "--draft-window", "0", "--json").stdout
+    )
     assert (est["draft_window"], full["draft_window"]) == (4096, 0)
     assert full["draft_s"] >= est["draft_s"] and full["baseline_ttft_s"] == est["baseline_ttft_s"]

@@ -69,7 +69,7 @@ def doc():
 
 @pytest.fixture(scope="module")
 def segment_text(doc):
-    return {s.label: doc.text[s.start:s.end] for s in doc.segments}
+    return {s.label: doc.text[s.start : s.end] for s in doc.segments}
 
 
 def test_suite_loads_with_enough_cases_all_on_the_folder(cases):
@@ -94,8 +94,9 @@ def test_every_answer_is_in_the_folder_text(cases, doc):
 
 
 def test_every_answer_is_in_its_answer_file(cases, segment_text):
-    missing = [(c.id, a) for c in cases for a in c.answers
-               if _norm(a) not in _norm(segment_text[ANSWER_FILE[c.id]])]
+    missing = [
+        (c.id, a) for c in cases for a in c.answers if _norm(a) not in _norm(segment_text[ANSWER_FILE[c.id]])
+    ]
     assert not missing
 
 
@@ -116,12 +117,16 @@ def _segment_token_spans(doc) -> dict[str, tuple[int, int]]:
         piece_bytes = np.array([len(model.token_piece(t)) for t in tokens], dtype=np.int64)
     finally:
         model.close()
-    char_bytes = np.fromiter((len(ch.encode("utf-8")) for ch in doc.text), dtype=np.int64, count=len(doc.text))
+    char_bytes = np.fromiter(
+        (len(ch.encode("utf-8")) for ch in doc.text), dtype=np.int64, count=len(doc.text)
+    )
     assert piece_bytes.sum() == char_bytes.sum()
     char_at_byte = np.repeat(np.arange(len(doc.text)), char_bytes)
     token_char = char_at_byte[np.concatenate([[0], np.cumsum(piece_bytes)[:-1]])]
-    spans = {s.label: (int(np.searchsorted(token_char, s.start)), int(np.searchsorted(token_char, s.end)))
-             for s in doc.segments}
+    spans = {
+        s.label: (int(np.searchsorted(token_char, s.start)), int(np.searchsorted(token_char, s.end)))
+        for s in doc.segments
+    }
     spans[""] = (0, len(tokens))
     return spans
 
@@ -142,6 +147,8 @@ def test_the_unnamed_suite_asks_the_same_cases_naming_no_file(cases, doc):
 
 
 def test_the_unnamed_suite_names_definitions_where_it_says(doc):
-    found = {c.id: {d.path for d in named_definitions(c.question, doc.text, doc.segments)}
-             for c in load_suite(UNNAMED_SUITE)}
+    found = {
+        c.id: {d.path for d in named_definitions(c.question, doc.text, doc.segments)}
+        for c in load_suite(UNNAMED_SUITE)
+    }
     assert {case: files for case, files in found.items() if files} == UNNAMED_DEFINITION_FILES

@@ -54,7 +54,13 @@ def test_calibrate_on_the_tiny_engine_fits_its_measurements(engine):
     model = items[-1]
     measured = [i for i in items[:-1]]
     assert [(role, n) for role, n, _ in measured] == [
-        ("target", 64), ("draft", 64), ("target", 128), ("draft", 128), ("target", 256), ("draft", 256)]
+        ("target", 64),
+        ("draft", 64),
+        ("target", 128),
+        ("draft", 128),
+        ("target", 256),
+        ("draft", 256),
+    ]
     assert all(seconds > 0 for _, _, seconds in measured)
     assert isinstance(model, CostModel)
     assert model.measurements["target"]["256"] == measured[4][2]
@@ -76,14 +82,14 @@ def test_attention_area_counts_the_pairs_a_windowed_prefill_computes():
         pairs += q * earlier + q * (q + 1) // 2  # earlier keys, then causal within the chunk
     area = costmodel.attention_area(n, window, chunk=chunk, sinks=sinks)
     assert area == pytest.approx(2 * pairs, abs=n)  # the area counts the diagonal as half
-    assert costmodel.attention_area(16384, 4096) < 0.6 * 16384 ** 2  # linear growth past the window
-    assert costmodel.attention_area(4096, 4096) == 4096 ** 2  # nothing cut below the window
+    assert costmodel.attention_area(16384, 4096) < 0.6 * 16384**2  # linear growth past the window
+    assert costmodel.attention_area(4096, 4096) == 4096**2  # nothing cut below the window
 
 
 def test_windowed_estimate_scales_only_the_attention_term():
     model = CostModel(target_prefill=Quadratic(0, 0.01, 0), draft=Quadratic(1, 0.002, 1e-7))
     full, windowed = model.estimate(16384, 0.2, 0), model.estimate(16384, 0.2, 4096)
-    assert full["draft_s"] == pytest.approx(1 + 0.002 * 16384 + 1e-7 * 16384 ** 2)
+    assert full["draft_s"] == pytest.approx(1 + 0.002 * 16384 + 1e-7 * 16384**2)
     area = costmodel.attention_area(16384, 4096)
     assert windowed["draft_s"] == pytest.approx(1 + 0.002 * 16384 + 1e-7 * area)
     assert windowed["target_prefill_s"] == pytest.approx(full["target_prefill_s"])

@@ -46,8 +46,14 @@ def tiny_model(tmp_path_factory) -> Path:
 
 def run_child(model: Path, tmp_path: Path, *, amx: str = "", **env: str) -> dict:
     full_env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), **env}
-    proc = subprocess.run([sys.executable, "-P", "-c", CHILD, str(model), amx], cwd=tmp_path, env=full_env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", CHILD, str(model), amx],
+        cwd=tmp_path,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -60,7 +66,9 @@ def best_variant() -> str:
 def test_the_installed_wheel_holds_several_cpu_variants():
     variants = cpu_backend.variant_libraries(cpu_backend.lib_dir())
     assert {"x64", "haswell", "skylakex", "sapphirerapids"} <= set(variants)
-    assert "x64" in cpu_backend.ranked_variants(cpu_backend.variant_libraries(cpu_backend.lib_dir()))  # the baseline runs anywhere
+    assert "x64" in cpu_backend.ranked_variants(
+        cpu_backend.variant_libraries(cpu_backend.lib_dir())
+    )  # the baseline runs anywhere
 
 
 def test_the_driver_loads_one_variant_and_decodes(tiny_model, tmp_path):
@@ -112,8 +120,14 @@ def test_without_a_model_to_test_with_the_amx_buffers_stay_off(tmp_path, monkeyp
 
 @pytest.mark.slow
 def test_doctor_names_the_cpu_variant(tmp_path):
-    proc = subprocess.run([sys.executable, "-P", "-m", "engine.cli", "doctor"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "engine.cli", "doctor"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
     line = next(line for line in proc.stdout.splitlines() if "cpu variant:" in line)
     assert best_variant() in line and "self-test:" in line
 

@@ -21,8 +21,9 @@ pytestmark = pytest.mark.real_models
 CHUNK = 32
 SYSTEM = "Answer from the document."
 # Prose, code and the characters byte-level BPE splits (CJK, emoji, accents).
-TEXTS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Co", "Cn")), min_size=1,
-                max_size=400)
+TEXTS = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Co", "Cn")), min_size=1, max_size=400
+)
 ASCII = st.text(alphabet=st.characters(min_codepoint=9, max_codepoint=126), min_size=1, max_size=400)
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -36,14 +37,19 @@ def vocab(path, what: str) -> LlamaModel:
 @pytest.fixture(scope="module")
 def qwen():
     spec = defaults.DRAFT
-    model = vocab(spec.path if defaults.is_verified(spec) else None, "the default draft (specprefill models --prepare)")
+    model = vocab(
+        spec.path if defaults.is_verified(spec) else None, "the default draft (specprefill models --prepare)"
+    )
     yield model
     model.close()
 
 
 @pytest.fixture(scope="module")
 def gemma():
-    model = vocab(defaults.verified_optional_path("gemma3-270m"), "Gemma 3 270M (specprefill models --assemble gemma3-270m)")
+    model = vocab(
+        defaults.verified_optional_path("gemma3-270m"),
+        "Gemma 3 270M (specprefill models --assemble gemma3-270m)",
+    )
     yield model
     model.close()
 
@@ -83,7 +89,9 @@ def test_the_template_system_prompt_and_question_are_kept_whole(qwen, gemma, doc
     target = tokenize_parts(gemma, render_parts(gemma, document, question, SYSTEM))
     draft = draft_prompt(qwen, target, SYSTEM)
     kept = kept_token_indices(random_chunks(data, draft.n_tokens), CHUNK, draft.n_tokens)
-    taken = set(map_kept(draft, prompt_token_spans(qwen, draft), kept, target, prompt_token_spans(gemma, target)))
+    taken = set(
+        map_kept(draft, prompt_token_spans(qwen, draft), kept, target, prompt_token_spans(gemma, target))
+    )
     start, end = target.doc_token_span
     assert set(range(start)) | set(range(end, target.n_tokens)) <= taken
 
@@ -91,8 +99,13 @@ def test_the_template_system_prompt_and_question_are_kept_whole(qwen, gemma, doc
 def token_and_span_paths(model: LlamaModel, document: str, data):
     prompt = tokenize_parts(model, render_parts(model, document, "What does it say?", SYSTEM))
     spans = prompt_token_spans(model, prompt)
-    chunks = sorted({0, *random_chunks(data, prompt.n_tokens), *range(prompt.tail_start // CHUNK,
-                                                                           math.ceil(prompt.n_tokens / CHUNK))})
+    chunks = sorted(
+        {
+            0,
+            *random_chunks(data, prompt.n_tokens),
+            *range(prompt.tail_start // CHUNK, math.ceil(prompt.n_tokens / CHUNK)),
+        }
+    )
     by_tokens = kept_token_indices(chunks, CHUNK, prompt.n_tokens)
     return spans, set(by_tokens.tolist()), set(map_kept(prompt, spans, by_tokens, prompt, spans).tolist())
 

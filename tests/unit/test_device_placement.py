@@ -47,6 +47,7 @@ def pretend_gpus(monkeypatch, cuda: bool = False, bf16: bool = True, mps: bool =
 
 # -- which device the draft gets ---------------------------------------------------
 
+
 @pytest.mark.parametrize("bf16, dtype", [(True, torch.bfloat16), (False, torch.float16)])
 def test_auto_picks_cuda_in_half_precision(monkeypatch, bf16, dtype):
     pretend_gpus(monkeypatch, cuda=True, bf16=bf16, mps=True)
@@ -67,8 +68,9 @@ def test_auto_falls_back_to_cpu_fp32_and_cpu_is_cpu_even_with_a_gpu(monkeypatch)
     assert pick_device("cpu") == DraftDevice(torch.device("cpu"), torch.float32)
 
 
-@pytest.mark.parametrize("preference, says", [("cuda", "torch sees no CUDA device"),
-                                              ("mps", "torch sees no Apple MPS device")])
+@pytest.mark.parametrize(
+    "preference, says", [("cuda", "torch sees no CUDA device"), ("mps", "torch sees no Apple MPS device")]
+)
 def test_a_gpu_asked_for_but_missing_is_one_clear_error(monkeypatch, preference, says):
     pretend_gpus(monkeypatch)
     with pytest.raises(ModelError, match=says) as err:
@@ -85,8 +87,11 @@ def test_mps_is_a_device_setting_with_a_label():
 
 # -- where the target runs ---------------------------------------------------------
 
-@pytest.mark.parametrize("draft, flags, backend", [("cuda", CUDA_FLAGS, "CUDA"), ("mps", METAL_FLAGS, "Metal"),
-                                                   ("cuda", "", "CUDA")])
+
+@pytest.mark.parametrize(
+    "draft, flags, backend",
+    [("cuda", CUDA_FLAGS, "CUDA"), ("mps", METAL_FLAGS, "Metal"), ("cuda", "", "CUDA")],
+)
 def test_the_target_joins_a_gpu_draft_when_llama_cpp_can_offload(draft, flags, backend):
     placement = place_target(draft, gpu_offload=True, build_flags=flags)
     assert placement.offloaded and placement.n_gpu_layers == ALL_LAYERS
@@ -108,7 +113,11 @@ def test_a_cpu_draft_keeps_the_target_on_the_cpu_too():
 
 
 def test_the_gpu_backend_is_read_from_the_build_flags():
-    assert (gpu_backend(CUDA_FLAGS), gpu_backend(METAL_FLAGS), gpu_backend(CPU_FLAGS)) == ("CUDA", "Metal", "")
+    assert (gpu_backend(CUDA_FLAGS), gpu_backend(METAL_FLAGS), gpu_backend(CPU_FLAGS)) == (
+        "CUDA",
+        "Metal",
+        "",
+    )
 
 
 # -- memory, counted where it lives --------------------------------------------------
@@ -129,8 +138,10 @@ def labels(need: MemoryNeed) -> dict[str, int]:
 def test_a_target_not_offloaded_counts_in_ram_and_a_gpu_draft_on_its_gpu():
     placement = place_target("cuda", gpu_offload=False)
     needs = load_needs(fake_target(), 512, placement.memory_device, DRAFT_WEIGHTS, "cuda")
-    assert labels(needs["cpu"]) == {"target weights": TARGET_WEIGHTS,
-                                    "target KV cache for 512 tokens": TARGET_KV_512}
+    assert labels(needs["cpu"]) == {
+        "target weights": TARGET_WEIGHTS,
+        "target KV cache for 512 tokens": TARGET_KV_512,
+    }
     assert labels(needs["cuda"]) == {"draft weights": DRAFT_WEIGHTS}
 
 
@@ -150,7 +161,9 @@ def test_on_the_cpu_everything_counts_in_ram_in_one_need():
 def test_each_device_is_checked_against_its_own_free_memory(monkeypatch):
     free = {"cpu": 64 * GB, "cuda": 1 * GB}
     monkeypatch.setattr(memory, "available_bytes", lambda device: free[device])
-    needs = needs_by_device("loading", [("cpu", "target weights", 2 * GB), ("cuda", "draft weights", GB // 2)])
+    needs = needs_by_device(
+        "loading", [("cpu", "target weights", 2 * GB), ("cuda", "draft weights", GB // 2)]
+    )
     require_all_fit(needs)  # RAM's plenty does not pay for the GPU, nor the other way round
     short = needs_by_device("loading", [("cpu", "target weights", 2 * GB), ("cuda", "draft weights", 2 * GB)])
     with pytest.raises(InsufficientMemoryError) as err:
@@ -191,8 +204,9 @@ def test_the_target_is_checked_on_the_cpu_then_opened_on_the_gpu(pair, monkeypat
     monkeypatch.setattr(engine_module, "require_all_fit", lambda needs: checked.append(sorted(needs)))
     placement = place_target("cuda", gpu_offload=True, build_flags=CUDA_FLAGS)
     device = DraftDevice(torch.device("cpu"), torch.float32)  # the draft itself never loads here
-    runtime, _ = engine_module._open_target(ModelSettings(n_ctx=256, n_batch=64), target_path, "t", draft_path,
-                                            "d", device, placement, threads=1)
+    runtime, _ = engine_module._open_target(
+        ModelSettings(n_ctx=256, n_batch=64), target_path, "t", draft_path, "d", device, placement, threads=1
+    )
     runtime.close()
     assert opened == [0, ALL_LAYERS] and checked == [["cpu", "cuda"]]
 
@@ -200,14 +214,25 @@ def test_the_target_is_checked_on_the_cpu_then_opened_on_the_gpu(pair, monkeypat
 def test_a_gpu_too_small_for_the_offloaded_target_is_refused_before_offloading(pair, monkeypatch):
     target_path, draft_path = pair
     opened = []
-    monkeypatch.setattr(engine_module, "LlamaModel",
-                        lambda path, n_gpu_layers=0: opened.append(n_gpu_layers) or LlamaModel(path))
+    monkeypatch.setattr(
+        engine_module,
+        "LlamaModel",
+        lambda path, n_gpu_layers=0: opened.append(n_gpu_layers) or LlamaModel(path),
+    )
     monkeypatch.setattr(memory, "available_bytes", lambda device: 1000 if device == "cuda" else 64 * GB)
     placement = place_target("cuda", gpu_offload=True, build_flags=CUDA_FLAGS)
     device = DraftDevice(torch.device("cuda"), torch.float16)
     with pytest.raises(InsufficientMemoryError, match=r"on cuda \(target weights .* \+ draft weights"):
-        engine_module._open_target(ModelSettings(n_ctx=256, n_batch=64), target_path, "t", draft_path, "d",
-                                   device, placement, threads=1)
+        engine_module._open_target(
+            ModelSettings(n_ctx=256, n_batch=64),
+            target_path,
+            "t",
+            draft_path,
+            "d",
+            device,
+            placement,
+            threads=1,
+        )
     assert opened == [0]
 
 
@@ -219,6 +244,7 @@ def test_the_loaded_engine_says_where_each_model_runs(engine):
 
 
 # -- measuring the draft on each device -----------------------------------------------
+
 
 def test_mps_memory_is_read_from_its_allocator_and_its_peak_sampled(monkeypatch):
     allocated = {"bytes": 100}
@@ -237,6 +263,7 @@ def test_cpu_memory_is_the_process_rss():
 
 # -- doctor ---------------------------------------------------------------------------
 
+
 def test_doctor_torch_line_names_the_draft_gpu_and_free_memory_per_device(monkeypatch):
     pretend_gpus(monkeypatch, cuda=True, bf16=True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (3 * GB, 80 * GB))
@@ -252,18 +279,28 @@ def test_doctor_torch_line_on_a_cpu_machine(monkeypatch):
     assert check.ok and "draft on cpu (float32)" in check.text and "free memory: RAM " in check.text
 
 
-@pytest.mark.parametrize("flags, offload, draft, says", [
-    (CPU_FLAGS, False, "cuda", "target: CPU (llama.cpp build has no GPU offload), flash attention off"),
-    (CUDA_FLAGS, True, "cuda", "GPU offload: all 2 layers (CUDA), flash attention auto"),
-    (CUDA_FLAGS, True, "cpu", "target: CPU (the draft runs on cpu, so the target does too), flash attention off"),
-])
+@pytest.mark.parametrize(
+    "flags, offload, draft, says",
+    [
+        (CPU_FLAGS, False, "cuda", "target: CPU (llama.cpp build has no GPU offload), flash attention off"),
+        (CUDA_FLAGS, True, "cuda", "GPU offload: all 2 layers (CUDA), flash attention auto"),
+        (
+            CUDA_FLAGS,
+            True,
+            "cpu",
+            "target: CPU (the draft runs on cpu, so the target does too), flash attention off",
+        ),
+    ],
+)
 def test_doctor_llama_line_says_where_the_target_runs(pair, monkeypatch, flags, offload, draft, says):
     monkeypatch.setattr(diagnostics, "build_info", lambda: (flags, offload))
     check = diagnostics.check_llama(pair[0], draft)
     assert says in check.text and "restore positions supported" in check.text and check.text.endswith(flags)
 
 
-def test_doctor_exits_2_with_one_line_when_the_asked_for_gpu_is_missing(pair, cache_home, monkeypatch, capsys):
+def test_doctor_exits_2_with_one_line_when_the_asked_for_gpu_is_missing(
+    pair, cache_home, monkeypatch, capsys
+):
     pretend_gpus(monkeypatch)
     target, draft = pair
     code = cli_main(["doctor", "--device", "cuda", "--target", str(target), "--draft", str(draft)])
@@ -273,6 +310,7 @@ def test_doctor_exits_2_with_one_line_when_the_asked_for_gpu_is_missing(pair, ca
 
 
 # -- on a real GPU (skipped where there is none) -------------------------------------
+
 
 @needs_cuda
 def test_real_cuda_draft_loads_in_half_precision_and_is_measured_there(pair, cache_home):
@@ -297,14 +335,22 @@ def test_real_cuda_peak_memory_counts_what_the_block_allocated():
 @needs_cuda
 def test_real_cuda_engine_runs_spec_with_the_draft_on_the_gpu(pair, cache_home):
     target, draft = pair
-    loaded = Engine.load(ModelSettings(target_path=target, draft_path=draft, device="cuda", n_ctx=512, n_batch=64))
+    loaded = Engine.load(
+        ModelSettings(target_path=target, draft_path=draft, device="cuda", n_ctx=512, n_batch=64)
+    )
     try:
         assert loaded.info.device == "cuda"
         flags, offload = build_info()
         assert loaded.info.target_device == place_target("cuda", offload, flags).where
         document = " ".join(f"Item {i} is a stone." for i in range(40))
-        events = list(loaded.stream(document, "Which item?", "spec",
-                                    RunSettings(force=True, keep=0.25, chunk_size=8, max_new_tokens=4)))
+        events = list(
+            loaded.stream(
+                document,
+                "Which item?",
+                "spec",
+                RunSettings(force=True, keep=0.25, chunk_size=8, max_new_tokens=4),
+            )
+        )
         result = next(e.result for e in events if isinstance(e, RunFinished))
         assert 0 < result.kept_fraction < 1 and result.draft_peak_mem_bytes > 0
         assert np.isfinite(result.ttft_s)
@@ -312,12 +358,15 @@ def test_real_cuda_engine_runs_spec_with_the_draft_on_the_gpu(pair, cache_home):
         loaded.close()
 
 
-@pytest.mark.parametrize("draft, gpu_offload, requested, expected", [
-    ("cpu", True, "auto", "off"),  # llama.cpp's CPU kernel is the slower one
-    ("cuda", False, "auto", "off"),
-    ("cuda", True, "auto", "auto"),  # on a GPU llama.cpp decides
-    ("cpu", True, "on", "on"),
-    ("cuda", True, "off", "off"),
-])
+@pytest.mark.parametrize(
+    "draft, gpu_offload, requested, expected",
+    [
+        ("cpu", True, "auto", "off"),  # llama.cpp's CPU kernel is the slower one
+        ("cuda", False, "auto", "off"),
+        ("cuda", True, "auto", "auto"),  # on a GPU llama.cpp decides
+        ("cpu", True, "on", "on"),
+        ("cuda", True, "off", "off"),
+    ],
+)
 def test_flash_attention_is_off_on_the_cpu_unless_asked_for(draft, gpu_offload, requested, expected):
     assert place_target(draft, gpu_offload, CUDA_FLAGS).flash_attn(requested) == expected

@@ -52,7 +52,11 @@ def link(path: Path, target: Path) -> Path:
 def build_tree(home: Path) -> dict[str, Path]:
     """LM Studio, Ollama and HF caches under `home`, with links, a corrupt file and a loop."""
     lms = home / ".lmstudio" / "models"
-    files = {"lmstudio": write_tiny_qwen2_gguf(lms / "pub" / "Tiny-GGUF" / "tiny-lms.gguf", name="tiny lms", n_ctx=2048)}
+    files = {
+        "lmstudio": write_tiny_qwen2_gguf(
+            lms / "pub" / "Tiny-GGUF" / "tiny-lms.gguf", name="tiny lms", n_ctx=2048
+        )
+    }
     files["corrupt"] = lms / "pub" / "Broken-GGUF" / "broken.gguf"
     files["corrupt"].parent.mkdir(parents=True)
     files["corrupt"].write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
@@ -64,7 +68,9 @@ def build_tree(home: Path) -> dict[str, Path]:
         link(hub / "snapshots" / revision / "tiny-llama-q4_k_m.gguf", files["hf_blob"])
     link(lms / "pub" / "Linked" / "tiny-llama-q4_k_m.gguf", files["hf_blob"])  # LM Studio links to it too
     ollama = home / ".ollama" / "models"
-    files["ollama_blob"] = write_tiny_qwen2_gguf(ollama / "blobs" / f"sha256-{OLLAMA_DIGEST}", name="ollama tiny")
+    files["ollama_blob"] = write_tiny_qwen2_gguf(
+        ollama / "blobs" / f"sha256-{OLLAMA_DIGEST}", name="ollama tiny"
+    )
     write_manifest(ollama, "library/tinyqwen/latest", f"sha256:{OLLAMA_DIGEST}")
     write_manifest(ollama, "library/escape/latest", "sha256:../../../../etc/passwd")
     return files
@@ -73,8 +79,10 @@ def build_tree(home: Path) -> dict[str, Path]:
 def write_manifest(root: Path, name: str, digest: str) -> None:
     path = root / "manifests" / "registry.ollama.ai" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    layers = [{"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "cd" * 32},
-              {"mediaType": "application/vnd.ollama.image.model", "digest": digest}]
+    layers = [
+        {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "cd" * 32},
+        {"mediaType": "application/vnd.ollama.image.model", "digest": digest},
+    ]
     path.write_text(json.dumps({"schemaVersion": 2, "layers": layers}))
 
 
@@ -113,13 +121,21 @@ def test_each_model_is_listed_once_with_its_header_facts(tree, home, capsys):
     models = by_name(found)
     tiny = models["tiny-lms"]
     params = sum(int(t.n_elements) for t in GGUFReader(tree["lmstudio"]).tensors)
-    assert (tiny["architecture"], tiny["parameters"], tiny["quantization"], tiny["context_length"]) == \
-           ("qwen2", params, "F32", 2048)
+    assert (tiny["architecture"], tiny["parameters"], tiny["quantization"], tiny["context_length"]) == (
+        "qwen2",
+        params,
+        "F32",
+        2048,
+    )
     assert tiny["size_bytes"] == tree["lmstudio"].stat().st_size and tiny["error"] is None
     assert tiny["source"] == "lmstudio" and tiny["id"] == "lmstudio:pub/Tiny-GGUF/tiny-lms"
     llama = models["tiny-llama-q4_k_m"]
-    assert (llama["architecture"], llama["size_label"], llama["quantization"], llama["context_length"]) == \
-           ("llama", "7B", "Q4_K_M", 4096)
+    assert (llama["architecture"], llama["size_label"], llama["quantization"], llama["context_length"]) == (
+        "llama",
+        "7B",
+        "Q4_K_M",
+        4096,
+    )
     assert llama["resolved_path"] == str(tree["hf_blob"].resolve())
     ollama = models["tinyqwen:latest"]
     assert ollama["source"] == "ollama" and ollama["path"] == str(tree["ollama_blob"])
@@ -153,7 +169,10 @@ def test_env_folders_and_flag_folders_are_sources(home, tmp_path, monkeypatch, c
     monkeypatch.setenv("SPECPREFILL_MODEL_DIRS", str(env_dir))
     found = listed(capsys, "--discover-dir", str(flagged.parent))
     assert [(m["name"], m["source"]) for m in found["models"]] == [("a", "folder"), ("big", "folder")]
-    assert [s["path"] for s in found["sources"] if s["kind"] == "folder"] == [str(flagged.parent), str(env_dir)]
+    assert [s["path"] for s in found["sources"] if s["kind"] == "folder"] == [
+        str(flagged.parent),
+        str(env_dir),
+    ]
 
 
 def test_ollama_models_env_and_hf_hub_cache_env_are_honoured(home, tmp_path, monkeypatch, capsys):
@@ -216,8 +235,14 @@ def test_target_and_draft_flags_take_a_discovered_name(tree):
 def test_discover_as_a_command(tree, home):
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HOME", "HF_HUB_CACHE", "OLLAMA_MODELS")}
     env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "models", "--discover", "--json"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "models", "--discover", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     models = by_name(json.loads(proc.stdout))

@@ -68,7 +68,9 @@ def _tracked_text_files() -> list[Path]:
     return [p for p in paths if p.is_file() and p.suffix.lower() not in BINARY_SUFFIXES]
 
 
-@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs the git checkout")
+@pytest.mark.skipif(
+    shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs the git checkout"
+)
 def test_no_tracked_file_speaks_of_how_the_repository_was_worked_on():
     hits = []
     for path in _tracked_text_files():
@@ -97,8 +99,13 @@ def test_the_docs_site_builds_strict(tmp_path):
     if not mkdocs.exists():
         pytest.fail("mkdocs is not installed: `make setup` installs the test extras")
     site = tmp_path / "site"
-    done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(site)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     reference = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
     assert "--keep" in reference and "specprefill needles" in reference

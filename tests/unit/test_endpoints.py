@@ -15,14 +15,17 @@ from engine.core.endpoints import (
 from engine.core.errors import SettingsError
 
 
-@pytest.mark.parametrize("text, host, port", [
-    ("[::1]:50052", "::1", 50052),
-    ("[fe80::1%eth0]:7", "fe80::1%eth0", 7),
-    ("[2001:db8::2]:50052", "2001:db8::2", 50052),
-    ("127.0.0.1:50052", "127.0.0.1", 50052),
-    ("localhost:9", "localhost", 9),
-    ("gpu-box.lan:50052", "gpu-box.lan", 50052),
-])
+@pytest.mark.parametrize(
+    "text, host, port",
+    [
+        ("[::1]:50052", "::1", 50052),
+        ("[fe80::1%eth0]:7", "fe80::1%eth0", 7),
+        ("[2001:db8::2]:50052", "2001:db8::2", 50052),
+        ("127.0.0.1:50052", "127.0.0.1", 50052),
+        ("localhost:9", "localhost", 9),
+        ("gpu-box.lan:50052", "gpu-box.lan", 50052),
+    ],
+)
 def test_addresses_parse_as_urls_write_them(text, host, port):
     assert parse_endpoint(text) == Endpoint(host, port)
     assert parse_endpoint(str(Endpoint(host, port))) == Endpoint(host, port)  # round trip
@@ -35,8 +38,19 @@ def test_a_bare_ipv6_address_with_a_port_is_refused_with_the_bracketed_form(text
         parse_endpoint(text)
 
 
-@pytest.mark.parametrize("text", ["[::1]", "[not-an-address]:1", "[127.0.0.1]:1", "a b:1", "[::1]:0", "h:70000",
-                                  "[::1]:50052]", "[[::1]]:1"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[::1]",
+        "[not-an-address]:1",
+        "[127.0.0.1]:1",
+        "a b:1",
+        "[::1]:0",
+        "h:70000",
+        "[::1]:50052]",
+        "[[::1]]:1",
+    ],
+)
 def test_malformed_addresses_are_refused(text):
     with pytest.raises(SettingsError):
         parse_endpoint(text)
@@ -51,7 +65,9 @@ def test_a_bare_host_gets_the_default_port_ipv6_in_brackets():
 
 def test_the_start_hint_binds_the_address_the_app_connects_to():
     """A worker binds 127.0.0.1 unless told otherwise: one on another machine needs its --host."""
-    assert worker_start_command(Endpoint("10.0.0.5", 50052)) == "specprefill worker --host 10.0.0.5 --port 50052"
+    assert (
+        worker_start_command(Endpoint("10.0.0.5", 50052)) == "specprefill worker --host 10.0.0.5 --port 50052"
+    )
     assert worker_start_command(Endpoint("::1", 7)) == "specprefill worker --host ::1 --port 7"
     assert worker_start_command(Endpoint("127.0.0.1", 7)) == "specprefill worker --port 7"
     assert "--host" in worker_start_command()

@@ -34,7 +34,9 @@ def test_a_saved_ab_report_reads_as_typed_figures():
     first = report.cases[0]
     assert first.id == "mpich-blcr-version" and first.answers == ("0.8.2",) and not first.failed
     assert first.baseline.correct is True and first.spec["0.2"].result.positions == "restore"
-    assert report.environment.target.default is True and report.environment.versions.llama_cpp_python == "0.3.36"
+    assert (
+        report.environment.target.default is True and report.environment.versions.llama_cpp_python == "0.3.36"
+    )
 
 
 def test_an_older_ab_report_still_reads():
@@ -46,8 +48,9 @@ def test_an_older_ab_report_still_reads():
     assert [c["id"] for c in written["cases"]] == [c["id"] for c in data["cases"]]
 
 
-@pytest.mark.parametrize("name", ["bench-mpfi-window.json", "bench-mpfi-bypass.json",
-                                  "bench-mpfi-full-attention.json"])
+@pytest.mark.parametrize(
+    "name", ["bench-mpfi-window.json", "bench-mpfi-bypass.json", "bench-mpfi-full-attention.json"]
+)
 def test_a_saved_bench_report_round_trips_field_for_field(name):
     data = read(name)
     report = BenchReport.from_json(data)

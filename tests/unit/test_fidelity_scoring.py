@@ -17,12 +17,15 @@ from engine.eval.suite import SuiteError, load_suite
 from tests.unit.test_suite_and_ab import KEEPS, SCRIPT, FakeEngine, case_line, write_suite
 
 
-@pytest.mark.parametrize("successes, n, low, high", [
-    (9, 10, 0.5958, 0.9821),  # hand-checked against the Wilson formula
-    (0, 5, 0.0, 0.4345),
-    (5, 5, 0.5655, 1.0),
-    (0, 0, 0.0, 1.0),  # nothing scored: no information
-])
+@pytest.mark.parametrize(
+    "successes, n, low, high",
+    [
+        (9, 10, 0.5958, 0.9821),  # hand-checked against the Wilson formula
+        (0, 5, 0.0, 0.4345),
+        (5, 5, 0.5655, 1.0),
+        (0, 0, 0.0, 1.0),  # nothing scored: no information
+    ],
+)
 def test_wilson_interval(successes, n, low, high):
     assert wilson_interval(successes, n) == pytest.approx((low, high), abs=1e-4)
 
@@ -42,11 +45,26 @@ def suite(tmp_path):
     docs.mkdir()
     (docs / "xfig.txt").write_text("The XFig grid is sixteen divisions to an inch. Use ferric chloride.")
     (docs / "mpich.txt").write_text("MPICH is an implementation of MPI. Hydra is its process manager.")
-    return write_suite(tmp_path, [
-        case_line(id="grid", doc="docs/xfig.txt", question="grid?", answers=["sixteen"], kind="number"),
-        case_line(id="etchant", doc="docs/xfig.txt", question="etchant?", answers=["ferric chloride"], kind="fact"),
-        case_line(id="summary", doc="docs/mpich.txt", question="summary?", kind="summary", key_points=SUMMARY_POINTS),
-    ])
+    return write_suite(
+        tmp_path,
+        [
+            case_line(id="grid", doc="docs/xfig.txt", question="grid?", answers=["sixteen"], kind="number"),
+            case_line(
+                id="etchant",
+                doc="docs/xfig.txt",
+                question="etchant?",
+                answers=["ferric chloride"],
+                kind="fact",
+            ),
+            case_line(
+                id="summary",
+                doc="docs/mpich.txt",
+                question="summary?",
+                kind="summary",
+                key_points=SUMMARY_POINTS,
+            ),
+        ],
+    )
 
 
 def test_summaries_are_scored_by_key_points_and_accuracy_has_its_interval(suite):
@@ -63,7 +81,7 @@ def test_summaries_are_scored_by_key_points_and_accuracy_has_its_interval(suite)
     assert accuracy_text(overall) == "100.0% (2/2) [34%–100%] · key points 50%"
     # The report's JSON carries the points and the hits, and reads back to the same report.
     data = json.loads(json.dumps(report.to_json()))
-    case, = [c for c in data["cases"] if c["id"] == "summary"]
+    (case,) = [c for c in data["cases"] if c["id"] == "summary"]
     assert case["key_points"] == SUMMARY_POINTS and case["baseline"]["key_points_hit"] == 0.5
     assert AbReport.from_json(data).to_json() == data
     assert CaseRecord.from_json(case).key_points == tuple(tuple(p) for p in SUMMARY_POINTS)
@@ -72,7 +90,7 @@ def test_summaries_are_scored_by_key_points_and_accuracy_has_its_interval(suite)
 def test_a_case_without_key_points_writes_no_key_point_fields(suite):
     events = list(run_suite(FakeEngine(), load_suite(suite), KEEPS, RunSettings(force=True)))
     data = events[-1].report.to_json()
-    grid, = [c for c in data["cases"] if c["id"] == "grid"]
+    (grid,) = [c for c in data["cases"] if c["id"] == "grid"]
     assert "key_points" not in grid and "key_points_hit" not in grid["baseline"]
     assert "key_point_coverage" not in data["summary"]["by_kind"]["number"]["baseline"]
 
@@ -81,7 +99,9 @@ def test_only_runs_the_kinds_asked_for_and_names_the_suites_kinds(suite):
     cases = load_suite(suite)
     assert [c.id for c in only_kinds(cases, "number,summary")] == ["grid", "summary"]
     assert only_kinds(cases, None) == cases
-    with pytest.raises(AbError, match=r"no case of kind 'count' in the suite \(its kinds: fact, number, summary\)"):
+    with pytest.raises(
+        AbError, match=r"no case of kind 'count' in the suite \(its kinds: fact, number, summary\)"
+    ):
         only_kinds(cases, "number,count")
 
 
@@ -105,13 +125,15 @@ def test_auto_runs_beside_fixed_keeps_and_is_summarized_under_its_name(suite):
                 return
             self.calls.append((document, question, mode, settings))
             answer, ttft = self.script[(question, "auto")]  # as keep 0.1 would, with auto's reason
-            yield RunFinished(mode, replace(self._result(mode, "0.1", answer, ttft), keep_reason="concentrated"))
+            yield RunFinished(
+                mode, replace(self._result(mode, "0.1", answer, ttft), keep_reason="concentrated")
+            )
 
     events = list(run_suite(AutoEngine(script), load_suite(suite), ["0.1", "auto"], RunSettings(force=True)))
     data = events[-1].report.to_json()
     assert set(data["summary"]["spec"]) == {"0.1", "auto"}
     assert data["summary"]["spec"]["auto"]["mean_kept_fraction"] == pytest.approx(0.1)
-    grid, = [c for c in data["cases"] if c["id"] == "grid"]
+    (grid,) = [c for c in data["cases"] if c["id"] == "grid"]
     assert grid["spec"]["auto"]["keep_reason"] == "concentrated"
 
 

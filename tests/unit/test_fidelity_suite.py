@@ -49,28 +49,60 @@ def _loose(s: str) -> str:
 
 def _section(text: str, start: str, end: str) -> str:
     i = text.index(start)
-    return text[i:text.index(end, i)]
+    return text[i : text.index(end, i)]
 
 
 # How each `count` case's number is recounted from the extracted text (not from the suite).
 RECOUNT = {
     "flask-builtin-config-count": lambda t: len(re.findall(r"^\.\. py:data:: \w+", t, re.M)),
-    "flask-best-practices-count": lambda t: len(re.findall(
-        r"^\d+\.\s", _section(t, "Configuration Best Practices", "Development / Production"), re.M)),
-    "click-envvar-true-values-count": lambda t: len(re.findall(
-        r"`[^`]+`", next(line for line in t.splitlines() if "are interpreted as activating the flag" in line))),
-    "click-value-sources-count": lambda t: len(re.findall(
-        r"^\d+\.\s", _section(t, "### Value sources", "### Slot arbitration"), re.M)),
-    "cachetools-func-decorators-count": lambda t: len(re.findall(
-        r"^\.\. decorator:: \w+", t[t.index(".. module:: cachetools.func"):], re.M)),
-    "cachetools-key-functions-count": lambda t: len(re.findall(
-        r"^\.\. autofunction:: \w+", _section(t, ".. module:: cachetools.keys", ".. module:: cachetools.func"), re.M)),
-    "mpich-gforker-options-count": lambda t: len(set(re.findall(r"^(-\w+)", _section(
-        t, "5.4.1 mpiexec arguments for gforker\nIn addition", "In addition to the commandline arguments"), re.M))),
-    "xfig-import-steps-count": lambda t: len(re.findall(r"^\d+\.\s", _section(
-        t, "The procedure for importing a picture image", "The picture image can now be"), re.M)),
-    "mpfi-contributors-count": lambda t: len(re.split(r",\s*|\s+and\s+", " ".join(
-        _section(t, "MPFI has been written by", ". Its development").split()[5:]))),
+    "flask-best-practices-count": lambda t: len(
+        re.findall(r"^\d+\.\s", _section(t, "Configuration Best Practices", "Development / Production"), re.M)
+    ),
+    "click-envvar-true-values-count": lambda t: len(
+        re.findall(
+            r"`[^`]+`",
+            next(line for line in t.splitlines() if "are interpreted as activating the flag" in line),
+        )
+    ),
+    "click-value-sources-count": lambda t: len(
+        re.findall(r"^\d+\.\s", _section(t, "### Value sources", "### Slot arbitration"), re.M)
+    ),
+    "cachetools-func-decorators-count": lambda t: len(
+        re.findall(r"^\.\. decorator:: \w+", t[t.index(".. module:: cachetools.func") :], re.M)
+    ),
+    "cachetools-key-functions-count": lambda t: len(
+        re.findall(
+            r"^\.\. autofunction:: \w+",
+            _section(t, ".. module:: cachetools.keys", ".. module:: cachetools.func"),
+            re.M,
+        )
+    ),
+    "mpich-gforker-options-count": lambda t: len(
+        set(
+            re.findall(
+                r"^(-\w+)",
+                _section(
+                    t,
+                    "5.4.1 mpiexec arguments for gforker\nIn addition",
+                    "In addition to the commandline arguments",
+                ),
+                re.M,
+            )
+        )
+    ),
+    "xfig-import-steps-count": lambda t: len(
+        re.findall(
+            r"^\d+\.\s",
+            _section(t, "The procedure for importing a picture image", "The picture image can now be"),
+            re.M,
+        )
+    ),
+    "mpfi-contributors-count": lambda t: len(
+        re.split(
+            r",\s*|\s+and\s+",
+            " ".join(_section(t, "MPFI has been written by", ". Its development").split()[5:]),
+        )
+    ),
 }
 
 
@@ -122,12 +154,16 @@ def test_case_fields(cases):
             assert "answers" not in raw, c.id
             points = raw.get("key_points")
             assert isinstance(points, list) and 4 <= len(points) <= 8, c.id
-            assert all(isinstance(p, list) and 1 <= len(p) <= 4 and all(isinstance(s, str) and s.strip() for s in p)
-                       for p in points), c.id
+            assert all(
+                isinstance(p, list) and 1 <= len(p) <= 4 and all(isinstance(s, str) and s.strip() for s in p)
+                for p in points
+            ), c.id
         else:
             assert c.answers and "key_points" not in raw, c.id
         if c.kind == "choice":
-            assert "A) " in c.question and "D) " in c.question and "Answer with the option's text." in c.question
+            assert (
+                "A) " in c.question and "D) " in c.question and "Answer with the option's text." in c.question
+            )
             options = _norm(c.question)
             assert any(_norm(a) in options for a in c.answers), c.id
             assert all(len(a.strip()) > 1 for a in c.answers), f"{c.id}: a bare letter is not an answer"
@@ -144,8 +180,9 @@ def test_answers_occur_in_documents(cases, texts):
         present = [a for a in c.answers if _norm(a) in text]
         assert present, f"{c.id}: no answer in {c.doc.name}"
         for a in c.answers:
-            assert a in present or any(_loose(a) == _loose(p) for p in present), \
+            assert a in present or any(_loose(a) == _loose(p) for p in present), (
                 f"{c.id}: {a!r} is neither in {c.doc.name} nor a variant of an answer that is"
+            )
 
 
 def test_counts_recounted_from_documents(cases, texts):

@@ -25,11 +25,18 @@ def test_seconds():
 
 def test_counts_rates_and_bytes():
     assert format_count(1234567) == "1,234,567"
-    assert (format_count(1, "case"), format_count(3, "case"), format_count(0, "case")) == ("1 case", "3 cases",
-                                                                                          "0 cases")
+    assert (format_count(1, "case"), format_count(3, "case"), format_count(0, "case")) == (
+        "1 case",
+        "3 cases",
+        "0 cases",
+    )
     assert format_rate(12.345) == "12.3 tok/s"
-    assert [format_bytes(n) for n in (512, 4096, 300 * 2**20, 3 * 2**29)] == ["512 B", "4.0 KB", "300.0 MB",
-                                                                           "1.5 GB"]
+    assert [format_bytes(n) for n in (512, 4096, 300 * 2**20, 3 * 2**29)] == [
+        "512 B",
+        "4.0 KB",
+        "300.0 MB",
+        "1.5 GB",
+    ]
     assert memory.format_bytes is format_bytes  # the memory checks' messages read as the app does
 
 
@@ -41,7 +48,8 @@ def test_percentages_ratios_and_accuracy():
     assert format_accuracy(None, 0) == MISSING
 
 
-@pytest.mark.parametrize("accuracy, n_scored, text", [(1.0, 2, "100.0% (2/2)"), (0.5, 2, "50.0% (1/2)"),
-                                                       (2 / 3, 3, "66.7% (2/3)")])
+@pytest.mark.parametrize(
+    "accuracy, n_scored, text", [(1.0, 2, "100.0% (2/2)"), (0.5, 2, "50.0% (1/2)"), (2 / 3, 3, "66.7% (2/3)")]
+)
 def test_accuracy_counts_the_correct_answers(accuracy, n_scored, text):
     assert format_accuracy(accuracy, n_scored) == text

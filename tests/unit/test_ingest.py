@@ -281,7 +281,9 @@ def test_text_file_without_known_extension(tmp_path):
     assert doc.text == "all:\n\techo hi\n"
 
 
-@pytest.mark.parametrize("name,content", [("blob.dat", b"\x00\x01\x02abc"), ("pic.png", b"\x89PNG\r\n"), ("x.docx", b"PK\x03\x04")])
+@pytest.mark.parametrize(
+    "name,content", [("blob.dat", b"\x00\x01\x02abc"), ("pic.png", b"\x89PNG\r\n"), ("x.docx", b"PK\x03\x04")]
+)
 def test_unsupported_file(tmp_path, name, content):
     path = tmp_path / name
     path.write_bytes(content)
@@ -530,7 +532,9 @@ def test_folder_cancel(tmp_path):
         load_document(root, cancel=cancel)
 
 
-names = st.text(alphabet="abcxyz_-.", min_size=1, max_size=6).filter(lambda s: s not in {".", ".."} and not s.startswith("."))
+names = st.text(alphabet="abcxyz_-.", min_size=1, max_size=6).filter(
+    lambda s: s not in {".", ".."} and not s.startswith(".")
+)
 
 
 contents = st.text(

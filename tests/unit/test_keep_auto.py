@@ -37,8 +37,17 @@ FLOOR, CEILING = AUTO_KEEP_FLOOR, AUTO_KEEP_CEILING
 
 
 def choose(scores: np.ndarray, question: str, prompt_tokens: int = 0):
-    return choose_keep(scores, [0], question, FLOOR, CEILING, broad_keep=AUTO_KEEP_BROAD, joined_keep=AUTO_KEEP_JOINED,
-                       prompt_tokens=prompt_tokens, long_tokens=AUTO_LONG_LOOKUP_TOKENS)
+    return choose_keep(
+        scores,
+        [0],
+        question,
+        FLOOR,
+        CEILING,
+        broad_keep=AUTO_KEEP_BROAD,
+        joined_keep=AUTO_KEEP_JOINED,
+        prompt_tokens=prompt_tokens,
+        long_tokens=AUTO_LONG_LOOKUP_TOKENS,
+    )
 
 
 def peaked(n: int = 200, peak: slice = slice(50, 53)) -> np.ndarray:
@@ -48,6 +57,7 @@ def peaked(n: int = 200, peak: slice = slice(50, 53)) -> np.ndarray:
 
 
 # -- the keep from the scores ---------------------------------------------------------------------
+
 
 def test_one_standout_region_is_concentrated_and_keeps_the_floor():
     choice = choose(peaked(), "Which signal requests a checkpoint?")
@@ -76,14 +86,17 @@ def test_the_keep_stays_between_floor_and_ceiling(values):
     assert FLOOR <= choice.keep <= CEILING and 0.0 < choice.spread <= 1.0
 
 
-@pytest.mark.parametrize("question, broad", [
-    ("Summarize in two or three sentences what this guide covers.", True),
-    ("Give an overview of the package.", True),
-    ("How many options does the guide list for mpiexec?", True),
-    ("List all the functions in the module.", True),
-    ("How many divisions to an inch does the XFig grid have?", False),  # a number looked up in one place
-    ("What is the default value of the chunksize parameter?", False),
-])
+@pytest.mark.parametrize(
+    "question, broad",
+    [
+        ("Summarize in two or three sentences what this guide covers.", True),
+        ("Give an overview of the package.", True),
+        ("How many options does the guide list for mpiexec?", True),
+        ("List all the functions in the module.", True),
+        ("How many divisions to an inch does the XFig grid have?", False),  # a number looked up in one place
+        ("What is the default value of the chunksize parameter?", False),
+    ],
+)
 def test_broad_questions_are_told_from_look_ups(question, broad):
     assert is_broad_question(question) is broad
 
@@ -95,30 +108,44 @@ def test_a_broad_question_gets_the_broad_keep_whatever_its_scores():
     assert choose(peaked(), "Which value?").keep == FLOOR  # the same scores, a look-up: the floor
 
 
-@pytest.mark.parametrize("question, joined", [
-    ("mpfi_init gives a variable the default precision. What is that default precision, in bits?", True),
-    ("Which environment variable controls the same setting as the -ckpoint-interval option?", True),
-    ("A footnote cites a paper by T. Hickey. In which journal was that paper published?", True),
-    ("The layout's schematic is an earlier figure; what file name is printed on that drawing?", True),
-    ("Which file; the one named in the heading?", False),  # a clause, but no question word after it
-    ("Which signal requests a checkpoint?", False),
-    ("What does Cache.__setitem__ raise when the value is too large?", False),  # a dotted name is no sentence
-    ("Which class evicts at random? A) FIFOCache B) RRCache Answer with the option's text.", False),
-    ("Summarize this guide. What are its main parts?", False),  # broad first: a summary is not a join
-])
+@pytest.mark.parametrize(
+    "question, joined",
+    [
+        ("mpfi_init gives a variable the default precision. What is that default precision, in bits?", True),
+        ("Which environment variable controls the same setting as the -ckpoint-interval option?", True),
+        ("A footnote cites a paper by T. Hickey. In which journal was that paper published?", True),
+        ("The layout's schematic is an earlier figure; what file name is printed on that drawing?", True),
+        ("Which file; the one named in the heading?", False),  # a clause, but no question word after it
+        ("Which signal requests a checkpoint?", False),
+        (
+            "What does Cache.__setitem__ raise when the value is too large?",
+            False,
+        ),  # a dotted name is no sentence
+        ("Which class evicts at random? A) FIFOCache B) RRCache Answer with the option's text.", False),
+        ("Summarize this guide. What are its main parts?", False),  # broad first: a summary is not a join
+    ],
+)
 def test_questions_that_join_two_facts_are_told_apart(question, joined):
     assert is_joined_question(question) is joined
 
 
 def test_a_joined_question_gets_the_joined_keep_whatever_its_scores():
     for scores in (peaked(), np.tile([1.0, 2.0], 100)):
-        choice = choose(scores, "Instance folders came in one Flask version. Which TRAP_ value came in the same one?")
-        assert (choice.keep, choice.reason, choice.broad) == (AUTO_KEEP_JOINED, "the question joins two facts", False)
+        choice = choose(
+            scores, "Instance folders came in one Flask version. Which TRAP_ value came in the same one?"
+        )
+        assert (choice.keep, choice.reason, choice.broad) == (
+            AUTO_KEEP_JOINED,
+            "the question joins two facts",
+            False,
+        )
 
 
 def test_a_look_up_in_a_long_prompt_keeps_the_floor_however_spread_its_scores():
     spread = np.tile([1.0, 2.0], 100)
-    assert choose(spread, "Which value?", AUTO_LONG_LOOKUP_TOKENS - 1).keep == CEILING  # short: from the spread
+    assert (
+        choose(spread, "Which value?", AUTO_LONG_LOOKUP_TOKENS - 1).keep == CEILING
+    )  # short: from the spread
     choice = choose(spread, "Which value?", AUTO_LONG_LOOKUP_TOKENS)
     assert (choice.keep, choice.reason, choice.broad) == (FLOOR, "a look-up in a long document", False)
     assert choice.spread > 0.35  # still measured, for the report
@@ -141,10 +168,14 @@ def test_past_the_window_a_long_look_up_keeps_the_spreads_keep():
         return plan_request_selection(importance, prompt, settings, budget, [], list(range(n_tokens)))
 
     assert (plan(None).keep, plan(None).keep_reason) == (FLOOR, "a look-up in a long document")  # fits
-    assert (plan(n_tokens // 2).keep, plan(n_tokens // 2).keep_reason) == (CEILING, "the relevant text is spread out")
+    assert (plan(n_tokens // 2).keep, plan(n_tokens // 2).keep_reason) == (
+        CEILING,
+        "the relevant text is spread out",
+    )
 
 
 # -- coverage ------------------------------------------------------------------------------------------
+
 
 def test_coverage_gives_every_part_its_best_chunks_round_robin():
     scores = np.array([9, 8, 7, 1, 2, 3, 0.5, 0.4, 0.3, 0.2], dtype=float)
@@ -180,8 +211,11 @@ def test_segments_map_to_token_ranges_inside_the_document():
 
 # -- settings, CLI, A/B keeps, JSON ---------------------------------------------------------------------
 
+
 def test_keep_takes_auto_or_a_number_and_predictions_assume_the_nominal_keep():
-    assert RunSettings(keep="auto").keep == "auto" and nominal_keep("auto") == 0.2 and nominal_keep(0.3) == 0.3
+    assert (
+        RunSettings(keep="auto").keep == "auto" and nominal_keep("auto") == 0.2 and nominal_keep(0.3) == 0.3
+    )
     with pytest.raises(SettingsError, match=r"keep must be a number in \(0, 1\] or auto, got 'half'"):
         RunSettings(keep="half")
 
@@ -203,18 +237,36 @@ def test_ab_keeps_take_auto_beside_fixed_ones():
 
 
 def test_keep_reason_and_coverage_appear_in_the_json_only_when_used():
-    plain = RunResult(run="spec", answer="a", prompt_tokens=10, prefill_tokens=2, ttft_s=1, decode_tok_s=1,
-                      generated_tokens=1, tokenize_s=0, target_prefill_s=1, kept_fraction=0.2)
+    plain = RunResult(
+        run="spec",
+        answer="a",
+        prompt_tokens=10,
+        prefill_tokens=2,
+        ttft_s=1,
+        decode_tok_s=1,
+        generated_tokens=1,
+        tokenize_s=0,
+        target_prefill_s=1,
+        kept_fraction=0.2,
+    )
     assert "keep_reason" not in plain.to_json() and "covered_parts" not in plain.to_json()
-    auto = RunResult(**{**plain.__dict__, "keep_reason": "the relevant text is concentrated", "covered_parts": 3})
+    auto = RunResult(
+        **{**plain.__dict__, "keep_reason": "the relevant text is concentrated", "covered_parts": 3}
+    )
     assert auto.to_json()["keep_reason"] == "the relevant text is concentrated"
-    assert selection_note(auto) == "keep auto chose 20%: the relevant text is concentrated; every one of 3 parts covered"
+    assert (
+        selection_note(auto)
+        == "keep auto chose 20%: the relevant text is concentrated; every one of 3 parts covered"
+    )
     assert selection_note(plain) == ""
 
 
 # -- the tiny engine end to end ---------------------------------------------------------------------------
 
-PAGES = [f"Page {i}: " + " ".join(f"item {i}-{j} is {['red', 'blue'][j % 2]}." for j in range(20)) for i in range(6)]
+PAGES = [
+    f"Page {i}: " + " ".join(f"item {i}-{j} is {['red', 'blue'][j % 2]}." for j in range(20))
+    for i in range(6)
+]
 
 
 def paged_document() -> Document:
@@ -229,10 +281,13 @@ def paged_document() -> Document:
 def spec_run(engine, question: str, **settings) -> tuple[RunResult, set[int]]:
     """The result, and the pages (0-based) some kept chunk starts in."""
     document = paged_document()
-    events = list(engine.stream(document, question, "spec",
-                                RunSettings(max_new_tokens=2, force=True, chunk_size=8, **settings)))
-    result, = [e.result for e in events if isinstance(e, RunFinished)]
-    selection, = [e.selection for e in events if isinstance(e, SelectionMade)]
+    events = list(
+        engine.stream(
+            document, question, "spec", RunSettings(max_new_tokens=2, force=True, chunk_size=8, **settings)
+        )
+    )
+    (result,) = [e.result for e in events if isinstance(e, RunFinished)]
+    (selection,) = [e.selection for e in events if isinstance(e, SelectionMade)]
     return result, {int(label.split()[1]) - 1 for label in kept_segment_labels(document, selection)}
 
 

@@ -22,8 +22,9 @@ from engine.pipeline.state_store import StateStore
 from tests.unit.tiny_models import tiny_qwen2
 
 MAX_NEW = 8
-LONG_TEXT = " ".join(f"Line {i}: the {['amber', 'cobalt', 'jade', 'onyx'][i % 4]} key opens door {i * 7}."
-                     for i in range(160))
+LONG_TEXT = " ".join(
+    f"Line {i}: the {['amber', 'cobalt', 'jade', 'onyx'][i % 4]} key opens door {i * 7}." for i in range(160)
+)
 QUESTION = "Which key opens door 21?"
 
 
@@ -46,8 +47,9 @@ def test_window_fit_budget_keep_and_message():
     assert fit.keep_to_fit() == pytest.approx(32_512 / 212_400)
     assert fit.spec_keep(0.2) == pytest.approx(32_512 / 212_400)  # what fits is smaller than keep 0.2
     assert fit.spec_keep(0.1) == 0.1
-    assert fit.describe_selection(0.14) == ("the document has 212,350 tokens, 6.5× the 32,768-token window; "
-                                            "kept 14% to fit")
+    assert fit.describe_selection(0.14) == (
+        "the document has 212,350 tokens, 6.5× the 32,768-token window; kept 14% to fit"
+    )
     small = WindowFit(prompt_tokens=1000, document_tokens=900, n_ctx=32_768, max_new_tokens=256)
     assert small.fits and small.keep_to_fit() == 1.0 and small.spec_keep(0.3) == 0.3
     assert seen_fraction(200, 50) == 0.25 and seen_fraction(0, 0) == 1.0
@@ -98,7 +100,9 @@ def test_plan_segments_cover_the_document_in_equal_slices():
 
 
 def test_cost_model_estimates_a_prompt_longer_than_the_window():
-    model = CostModel(target_prefill=Quadratic(0.0, 0.01, 0.0), draft=Quadratic(0.0, 0.001, 0.0), chunk_size=32)
+    model = CostModel(
+        target_prefill=Quadratic(0.0, 0.01, 0.0), draft=Quadratic(0.0, 0.001, 0.0), chunk_size=32
+    )
     est = model.estimate(100_000, 0.5, 0, budget=30_000, pass_tokens=30_000)
     assert not est["fits"] and est["kept_tokens"] == 30_000
     assert est["baseline_ttft_s"] == pytest.approx(300.0)  # the cut full prefill: the window's worth
@@ -127,8 +131,9 @@ def test_segments_score_every_token_within_the_window(scorer):
     segment = segment_tokens(tokens, span, first)
     alone = scorer.score(segment, params)
     width = first[1] - first[0]
-    np.testing.assert_allclose(result.importance[first[0]:first[1]], alone.importance[10:10 + width] * len(segment),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        result.importance[first[0] : first[1]], alone.importance[10 : 10 + width] * len(segment), rtol=1e-6
+    )
 
 
 def test_one_segment_is_the_plain_pass(scorer):
@@ -224,7 +229,6 @@ def test_a_question_too_long_for_the_window_is_refused(engine, long_text):
         list(engine.stream(long_text, "why " * 600, "spec", long_settings()))
 
 
-
 def test_cancel_stops_the_draft_between_segments(engine, long_text, monkeypatch):
     monkeypatch.setattr(engine.scorer.model.config, "max_position_embeddings", 300)
     cancel, seen = CancelToken(), []
@@ -241,7 +245,9 @@ def test_cancel_stops_the_draft_between_segments(engine, long_text, monkeypatch)
 # -- follow-ups on a long document: the draft's segments from the cache ---------------------------
 def test_in_a_session_questions_of_about_one_length_get_the_same_segments():
     span = (20, 63_760)  # the questions' tails: 40 and 180 tokens
-    assert len(plan_segments(63_800, span, 32_000)) != len(plan_segments(63_940, span, 32_000))  # one-shot runs
+    assert len(plan_segments(63_800, span, 32_000)) != len(
+        plan_segments(63_940, span, 32_000)
+    )  # one-shot runs
     shorter, longer = (plan_segments(n, span, 32_000, follow_ups=True) for n in (63_800, 63_940))
     assert shorter == longer and len(shorter) == 3
 
@@ -268,7 +274,9 @@ def test_a_follow_up_on_a_long_document_scores_its_segments_from_the_cache_as_co
     follow, follow_made, stage, _ = spec_with_selection(segmented, session, "Which key opens door 35?")
     assert follow.served_by == "spec_cached_draft" and "from the draft cache" in stage
     segmented.draft_caches = DraftCaches(1 << 30)  # the same question, cold
-    cold, cold_made, _, _ = spec_with_selection(segmented, DocumentSession(long_text), "Which key opens door 35?")
+    cold, cold_made, _, _ = spec_with_selection(
+        segmented, DocumentSession(long_text), "Which key opens door 35?"
+    )
     assert cold.served_by == "spec"
     np.testing.assert_allclose(follow_made.chunk_scores, cold_made.chunk_scores, rtol=1e-5, atol=1e-9)
     assert follow_made.kept_chunks == cold_made.kept_chunks and follow.answer == cold.answer
@@ -285,8 +293,9 @@ def test_a_draft_cache_smaller_than_the_segments_keeps_some_and_says_so(segmente
     assert follow.served_by == "spec_cached_draft" and "1 of them from the draft cache" in stage
 
 
-def test_a_cut_full_prefill_in_a_session_serves_questions_of_another_length_from_the_cache(engine, long_text,
-                                                                                          monkeypatch, tmp_path):
+def test_a_cut_full_prefill_in_a_session_serves_questions_of_another_length_from_the_cache(
+    engine, long_text, monkeypatch, tmp_path
+):
     """A longer question cuts the document a little shorter: the prefix context holding the longer
     cut serves it, and a shorter question extends what is held. A cut prefix is not saved to disk:
     a question of another length would cut the document elsewhere."""
@@ -310,8 +319,12 @@ def test_a_cut_full_prefill_in_a_session_serves_questions_of_another_length_from
 
 
 def test_the_calibration_knows_the_windows_an_estimate_past_them_needs():
-    model = CostModel(target_prefill=Quadratic(0.0, 0.01, 0.0), draft=Quadratic(0.0, 0.001, 0.0), chunk_size=32,
-                      machine={"n_ctx": 32_768, "draft_trained_window": 32_768})
+    model = CostModel(
+        target_prefill=Quadratic(0.0, 0.01, 0.0),
+        draft=Quadratic(0.0, 0.001, 0.0),
+        chunk_size=32,
+        machine={"n_ctx": 32_768, "draft_trained_window": 32_768},
+    )
     budget, pass_tokens = model.window_limits(256, 8)
     assert (budget, pass_tokens) == (32_512, 32_760)
     est = model.estimate(98_304, 0.2, 0, budget, pass_tokens)

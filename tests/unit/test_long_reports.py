@@ -34,15 +34,32 @@ SETTINGS = RunSettings(chunk_size=16, max_new_tokens=MAX_NEW, min_tokens=0)
 
 
 def result(run: str = "baseline", **fields) -> RunResult:
-    values = dict(run=run, answer="amber", prompt_tokens=600, prefill_tokens=600, ttft_s=1.0, decode_tok_s=10.0,
-                  generated_tokens=2, tokenize_s=0.1, target_prefill_s=0.8, document_tokens=2512)
+    values = dict(
+        run=run,
+        answer="amber",
+        prompt_tokens=600,
+        prefill_tokens=600,
+        ttft_s=1.0,
+        decode_tok_s=10.0,
+        generated_tokens=2,
+        tokenize_s=0.1,
+        target_prefill_s=0.8,
+        document_tokens=2512,
+    )
     values.update(fields)
     return RunResult(**values)
 
 
 TRUNCATED = result(fit="truncated", seen_fraction=0.52, truncated_tokens=1200, prompt_tokens=1340)
-SELECTED = result("spec", fit="selected", seen_fraction=0.18, kept_fraction=0.15, positions="compress",
-                  prompt_tokens=2540, prefill_tokens=380)
+SELECTED = result(
+    "spec",
+    fit="selected",
+    seen_fraction=0.18,
+    kept_fraction=0.15,
+    positions="compress",
+    prompt_tokens=2540,
+    prefill_tokens=380,
+)
 FITS = result(document_tokens=500, prompt_tokens=528, prefill_tokens=528)
 
 
@@ -56,20 +73,27 @@ def test_fit_note_says_how_much_of_a_too_long_document_the_run_saw():
 
 def test_run_notes_put_the_fit_beside_cached_and_bypassed():
     assert run_notes(replace(TRUNCATED, served_by="cached_full")) == [
-        "cached: full prefill from the cache", "truncated: saw 52% of the document"]
+        "cached: full prefill from the cache",
+        "truncated: saw 52% of the document",
+    ]
     assert run_notes(FITS) == []
 
 
 def test_fit_tally_counts_and_averages_the_runs_that_did_not_fit():
     assert fit_tally([TRUNCATED, replace(TRUNCATED, seen_fraction=0.48), FITS]) == (
-        "2 of 3 runs truncated, seeing 50% of the document on average")
+        "2 of 3 runs truncated, seeing 50% of the document on average"
+    )
     assert fit_tally([FITS, FITS]) == ""
 
 
 def test_summary_line_of_a_selected_and_a_truncated_run():
     spec = replace(SELECTED, document_tokens=212_400)
-    assert summary_line(spec).endswith(" | positions compress | fit by selection: saw 18% of 212,400 document tokens")
-    assert summary_line(TRUNCATED).endswith(" | TRUNCATED: 1200 document tokens cut, saw 52% of 2,512 document tokens")
+    assert summary_line(spec).endswith(
+        " | positions compress | fit by selection: saw 18% of 212,400 document tokens"
+    )
+    assert summary_line(TRUNCATED).endswith(
+        " | TRUNCATED: 1200 document tokens cut, saw 52% of 2,512 document tokens"
+    )
     assert "saw" not in summary_line(FITS) and "TRUNCATED" not in summary_line(FITS)
 
 
@@ -88,7 +112,9 @@ def test_chat_footer_says_a_selected_answer_saw_part_of_the_document():
 
 # -- ab reports: table, progress, CSV, HTML ------------------------------------------------------------
 def long_report(tmp_path: Path, baseline: RunResult = TRUNCATED, spec: RunResult = SELECTED) -> AbReport:
-    case = Case(id="long", doc=tmp_path / "long.txt", question=QUESTION, answers=("amber",), kind="fact", line=1)
+    case = Case(
+        id="long", doc=tmp_path / "long.txt", question=QUESTION, answers=("amber",), kind="fact", line=1
+    )
     record = case_record(case, baseline, {"0.2": spec})
     return build_report([record], ["0.2"], describe_environment(_FakeEngine(), SETTINGS, [record]))
 
@@ -101,8 +127,15 @@ def fitting_report(tmp_path: Path) -> AbReport:
 class _FakeEngine:
     """What describe_environment reads of an engine."""
 
-    info = SimpleNamespace(target_name="target", draft_name="draft", target_path=Path("/models/t.gguf"),
-                           draft_path=Path("/models/d.gguf"), device="cpu", positions_supported=True, n_ctx=512)
+    info = SimpleNamespace(
+        target_name="target",
+        draft_name="draft",
+        target_path=Path("/models/t.gguf"),
+        draft_path=Path("/models/d.gguf"),
+        device="cpu",
+        positions_supported=True,
+        n_ctx=512,
+    )
 
 
 def test_a_case_record_counts_the_whole_prompt_not_the_cut_one(tmp_path):
@@ -141,7 +174,10 @@ def test_the_html_labels_each_run_and_explains_the_cut(tmp_path):
 def test_a_report_with_the_fit_fields_reads_back_unchanged(tmp_path):
     report = long_report(tmp_path)
     data = json.loads(json.dumps(report.to_json()))
-    assert data["cases"][0]["baseline"]["fit"] == "truncated" and data["cases"][0]["spec"]["0.2"]["fit"] == "selected"
+    assert (
+        data["cases"][0]["baseline"]["fit"] == "truncated"
+        and data["cases"][0]["spec"]["0.2"]["fit"] == "selected"
+    )
     assert AbReport.from_json(data) == report and AbReport.from_json(data).to_json() == data
 
 
@@ -150,7 +186,9 @@ def test_an_old_report_without_the_fit_fields_loads_as_fitting_and_writes_out_un
     assert "fit" not in data["cases"][0]["baseline"]
     report = AbReport.from_json(data)
     runs = [run for case in report.cases for _, run in case.runs()]
-    assert all(run.result.fit == "fits" and run.result.seen_fraction == 1.0 and not run.fit_note for run in runs)
+    assert all(
+        run.result.fit == "fits" and run.result.seen_fraction == 1.0 and not run.fit_note for run in runs
+    )
     assert not report.has_unfit_runs and report.fit_tallies() == {}
     assert report.to_json() == data
     assert RunRecord.from_json(data["cases"][0]["baseline"], "baseline").result.document_tokens == 0
@@ -160,12 +198,17 @@ def test_a_bench_row_carries_each_runs_fit_and_an_old_one_reads_without_it():
     row = bench_row(2500, TRUNCATED, SELECTED)
     data = row.to_json()
     assert {k: data[k] for k in BenchRow.FIT_FIELDS} == {
-        "document_tokens": 2512, "baseline_fit": "truncated", "baseline_seen_fraction": 0.52,
-        "spec_fit": "selected", "spec_seen_fraction": 0.18}
+        "document_tokens": 2512,
+        "baseline_fit": "truncated",
+        "baseline_seen_fraction": 0.52,
+        "spec_fit": "selected",
+        "spec_seen_fraction": 0.18,
+    }
     assert BenchRow.from_json(data) == row
     line = bench_line(row)
-    assert line.endswith(" | baseline truncated: saw 52% of the document"
-                         " | spec fit by selection: saw 18% of the document")
+    assert line.endswith(
+        " | baseline truncated: saw 52% of the document | spec fit by selection: saw 18% of the document"
+    )
     old = {k: v for k, v in data.items() if k not in BenchRow.FIT_FIELDS}
     assert BenchRow.from_json(old).to_json() == old
     assert "saw" not in bench_line(BenchRow.from_json(old))
@@ -178,8 +221,10 @@ def long_suite(engine, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("long-suite")
     (folder / "long.txt").write_text(LONG_TEXT, encoding="utf-8")
     suite = folder / "suite.jsonl"
-    suite.write_text(json.dumps({"id": "long", "doc": "long.txt", "question": QUESTION, "answers": ["amber"]}) + "\n",
-                     encoding="utf-8")
+    suite.write_text(
+        json.dumps({"id": "long", "doc": "long.txt", "question": QUESTION, "answers": ["amber"]}) + "\n",
+        encoding="utf-8",
+    )
     return suite
 
 
@@ -193,7 +238,9 @@ def test_ab_cuts_an_over_long_document_for_the_baseline_instead_of_failing(engin
     assert spec.fit == "selected" and 0 < spec.seen_fraction < 1
     assert base.document_tokens == spec.document_tokens > 2 * engine.info.n_ctx
     assert case.prompt_tokens == spec.prompt_tokens > engine.info.n_ctx
-    assert report.environment.settings["truncate"] is False  # the suite's settings; the baseline cut on its own
+    assert (
+        report.environment.settings["truncate"] is False
+    )  # the suite's settings; the baseline cut on its own
     assert case.baseline.fit_note.startswith("truncated: saw ")
     assert "fit_note" in render_csv(report).splitlines()[0]
 
@@ -205,4 +252,6 @@ def test_bench_measures_a_length_longer_than_the_window(engine):
     data = row.to_json()
     assert data["baseline_fit"] == "truncated" and data["spec_fit"] == "selected"
     assert data["document_tokens"] > engine.info.n_ctx and 0 < data["baseline_seen_fraction"] < 1
-    assert " | baseline truncated: saw " in bench_line(row) and " | spec fit by selection: saw " in bench_line(row)
+    assert " | baseline truncated: saw " in bench_line(
+        row
+    ) and " | spec fit by selection: saw " in bench_line(row)

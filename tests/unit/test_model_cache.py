@@ -57,6 +57,7 @@ def wrap_save(before=lambda: None, after=lambda: None) -> None:
 
 def dequantize_slowly(barrier, gguf: Path, saves: Path) -> Path:
     """Child: each save is recorded and takes SLOW_SAVE_S."""
+
     def record_and_wait():
         (saves / f"save-{os.getpid()}").touch()
         time.sleep(SLOW_SAVE_S)
@@ -68,6 +69,7 @@ def dequantize_slowly(barrier, gguf: Path, saves: Path) -> Path:
 
 def dequantize_then_hang(gguf: Path, saved: Path) -> None:
     """Child: hangs once the weights are saved, before the rename, until the test kills it."""
+
     def say_saved_and_hang():
         saved.touch()
         time.sleep(600)
@@ -129,14 +131,16 @@ def test_a_changed_gguf_replaces_its_older_copy_and_keeps_other_models(cache, gg
 # -- a cache that cannot be written --------------------------------------------------------
 
 
-def test_a_read_only_cache_still_serves_its_copy_and_refuses_a_new_one_clearly(cache, gguf, tmp_path,
-                                                                                 make_read_only):
+def test_a_read_only_cache_still_serves_its_copy_and_refuses_a_new_one_clearly(
+    cache, gguf, tmp_path, make_read_only
+):
     made = ensure_dequantized(gguf)
     other = write_tiny_qwen2_gguf(tmp_path / "models" / "other-draft.gguf", seed=3)
     make_read_only(cache)
     assert ensure_dequantized(gguf) == made
-    with pytest.raises(CacheError, match=f"^cannot write to the cache folder {re.escape(str(cache))}: "
-                                         "it is read-only$"):
+    with pytest.raises(
+        CacheError, match=f"^cannot write to the cache folder {re.escape(str(cache))}: it is read-only$"
+    ):
         ensure_dequantized(other)
 
 
@@ -145,6 +149,8 @@ def test_a_full_cache_is_one_clear_error_and_leaves_no_partial(cache, gguf, monk
         raise SafetensorError(FULL_DISK)
 
     monkeypatch.setattr(PreTrainedModel, "save_pretrained", full_disk)
-    with pytest.raises(CacheError, match=f"^cannot write to the cache folder {re.escape(str(cache))}: it is full$"):
+    with pytest.raises(
+        CacheError, match=f"^cannot write to the cache folder {re.escape(str(cache))}: it is full$"
+    ):
         ensure_dequantized(gguf)
     assert partial_dirs(cache) == [] and cache_dirs(cache) == []

@@ -14,7 +14,9 @@ from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab, write_tiny_qwe
 
 
 def found(path: Path, name: str) -> DiscoveredModel:
-    return DiscoveredModel(name, f"test:{name}", "test", path, path.resolve(), path.stat().st_size, read_facts(path))
+    return DiscoveredModel(
+        name, f"test:{name}", "test", path, path.resolve(), path.stat().st_size, read_facts(path)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,9 @@ def test_without_one_the_bundled_draft_selects_by_spans(models, monkeypatch, tmp
 
 
 def test_a_model_is_never_its_own_draft_nor_a_larger_one(models, monkeypatch, tmp_path):
-    monkeypatch.setattr(type(model_choice.defaults.DRAFT), "path", property(lambda self: models["big"].resolved_path))
+    monkeypatch.setattr(
+        type(model_choice.defaults.DRAFT), "path", property(lambda self: models["big"].resolved_path)
+    )
     choice = model_choice.choose_draft(models["small"], list(models.values()))
     assert choice.path is None  # big is larger, other has another vocabulary: the bundled one
     assert choice.verdict == "identical"
@@ -56,7 +60,11 @@ def test_the_kv_cache_follows_the_header(models):
 def test_the_plan_counts_weights_cache_and_draft(models, monkeypatch):
     monkeypatch.setattr(model_choice, "scaled_prediction", lambda *_: None)
     plan = model_choice.plan_pair(models["big"], list(models.values()), n_ctx=512)
-    draft_bytes = read_facts(models["small"].resolved_path).parameters * model_choice.DRAFT_BYTES_PER_PARAMETER
-    expected = models["big"].size_bytes + model_choice.kv_cache_bytes(models["big"].resolved_path, 512) + draft_bytes
+    draft_bytes = (
+        read_facts(models["small"].resolved_path).parameters * model_choice.DRAFT_BYTES_PER_PARAMETER
+    )
+    expected = (
+        models["big"].size_bytes + model_choice.kv_cache_bytes(models["big"].resolved_path, 512) + draft_bytes
+    )
     assert plan.needed_bytes == expected
     assert plan.fits

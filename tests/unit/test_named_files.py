@@ -20,9 +20,17 @@ from engine.ingest.folder import file_header
 from engine.pipeline.named_files import file_names, named_files
 from tests.fixtures.kept_parts import kept_segment_labels
 
-LABELS = ["LICENSE-MIT", "src/structlog/__init__.py", "src/structlog/_output.py", "src/structlog/stdlib.py",
-          "src/structlog/dev.py", "src/structlog/twisted.py", "tests/__init__.py", "docs/__init__.py",
-          "examples/__init__.py"]
+LABELS = [
+    "LICENSE-MIT",
+    "src/structlog/__init__.py",
+    "src/structlog/_output.py",
+    "src/structlog/stdlib.py",
+    "src/structlog/dev.py",
+    "src/structlog/twisted.py",
+    "tests/__init__.py",
+    "docs/__init__.py",
+    "examples/__init__.py",
+]
 FILES = [Segment(label, "file", 10 * i, 10 * i + 10) for i, label in enumerate(LABELS)]
 
 
@@ -31,10 +39,14 @@ def named(question: str) -> list[str]:
 
 
 def test_a_file_is_named_by_its_path_or_a_trailing_part_of_it():
-    assert named("In src/structlog/_output.py, which helper returns the lock?") == ["src/structlog/_output.py"]
+    assert named("In src/structlog/_output.py, which helper returns the lock?") == [
+        "src/structlog/_output.py"
+    ]
     assert named("Which helper in _output.py returns the lock?") == ["src/structlog/_output.py"]
     assert named("What does structlog/dev.py define?") == ["src/structlog/dev.py"]
-    assert named("the Twisted integration (src/structlog/twisted.py), which class") == ["src/structlog/twisted.py"]
+    assert named("the Twisted integration (src/structlog/twisted.py), which class") == [
+        "src/structlog/twisted.py"
+    ]
     assert named("Which class is in twisted.py.") == ["src/structlog/twisted.py"]  # a full stop may follow
 
 
@@ -59,16 +71,28 @@ def test_pages_and_plain_text_are_never_named():
 
 def test_the_names_of_a_path():
     assert list(file_names("src/pkg/mod.py")) == ["src/pkg/mod.py", "pkg/mod.py", "mod.py", "pkg.mod"]
-    assert list(file_names("lib/a/b/__init__.py")) == ["lib/a/b/__init__.py", "a/b/__init__.py", "b/__init__.py",
-                                                       "__init__.py", "a.b"]
+    assert list(file_names("lib/a/b/__init__.py")) == [
+        "lib/a/b/__init__.py",
+        "a/b/__init__.py",
+        "b/__init__.py",
+        "__init__.py",
+        "a.b",
+    ]
 
 
 NAME = st.text(alphabet="abcdefghij_", min_size=1, max_size=6)
 
 
 @hsettings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(NAME, min_size=1, max_size=3).map(lambda p: "/".join(p) + ".py"),
-                min_size=1, max_size=8, unique=True), st.data())
+@given(
+    st.lists(
+        st.lists(NAME, min_size=1, max_size=3).map(lambda p: "/".join(p) + ".py"),
+        min_size=1,
+        max_size=8,
+        unique=True,
+    ),
+    st.data(),
+)
 def test_a_question_that_quotes_a_files_path_always_names_it(labels, data):
     segments = [Segment(label, "file", i, i + 1) for i, label in enumerate(labels)]
     pick = data.draw(st.integers(0, len(labels) - 1))
@@ -76,6 +100,7 @@ def test_a_question_that_quotes_a_files_path_always_names_it(labels, data):
 
 
 # -- the selection --------------------------------------------------------------------------------------
+
 
 def test_a_named_files_best_chunks_come_first_up_to_half_the_budget():
     scores = np.array([5, 9, 8, 7, 6, 0.1, 0.3, 0.2, 0.4, 4, 3, 2], dtype=float)  # 12 chunks, budget 6
@@ -91,8 +116,18 @@ def test_a_small_named_file_is_kept_whole():
 
 
 def test_the_json_and_the_note_name_the_focused_files_only_when_there_are_some():
-    plain = RunResult(run="spec", answer="a", prompt_tokens=10, prefill_tokens=2, ttft_s=1, decode_tok_s=1,
-                      generated_tokens=1, tokenize_s=0, target_prefill_s=1, kept_fraction=0.2)
+    plain = RunResult(
+        run="spec",
+        answer="a",
+        prompt_tokens=10,
+        prefill_tokens=2,
+        ttft_s=1,
+        decode_tok_s=1,
+        generated_tokens=1,
+        tokenize_s=0,
+        target_prefill_s=1,
+        kept_fraction=0.2,
+    )
     assert "focused_parts" not in plain.to_json() and selection_note(plain) == ""
     focused = RunResult(**{**plain.__dict__, "focused_parts": ["src/a.py"]})
     assert focused.to_json()["focused_parts"] == ["src/a.py"]
@@ -101,8 +136,10 @@ def test_the_json_and_the_note_name_the_focused_files_only_when_there_are_some()
 
 # -- the tiny engine end to end ---------------------------------------------------------------------------
 
-MODULES = {f"pkg/mod{i}.py": "".join(f"def helper_{i}_{j}(x):\n    return x + {j}\n\n" for j in range(40))
-           for i in range(5)}
+MODULES = {
+    f"pkg/mod{i}.py": "".join(f"def helper_{i}_{j}(x):\n    return x + {j}\n\n" for j in range(40))
+    for i in range(5)
+}
 
 
 def folder_document() -> Document:
@@ -118,11 +155,21 @@ def folder_document() -> Document:
 def focus_run(engine, question: str, **settings):
     """The result, the notices, and the files some kept chunk starts in."""
     document = folder_document()
-    events = list(engine.stream(document, question, "spec", RunSettings(
-        max_new_tokens=2, force=True, chunk_size=8, keep=0.1, coverage="off", **settings)))
-    result, = [e.result for e in events if isinstance(e, RunFinished)]
-    selection, = [e.selection for e in events if isinstance(e, SelectionMade)]
-    return result, [e.message for e in events if isinstance(e, Notice)], kept_segment_labels(document, selection)
+    events = list(
+        engine.stream(
+            document,
+            question,
+            "spec",
+            RunSettings(max_new_tokens=2, force=True, chunk_size=8, keep=0.1, coverage="off", **settings),
+        )
+    )
+    (result,) = [e.result for e in events if isinstance(e, RunFinished)]
+    (selection,) = [e.selection for e in events if isinstance(e, SelectionMade)]
+    return (
+        result,
+        [e.message for e in events if isinstance(e, Notice)],
+        kept_segment_labels(document, selection),
+    )
 
 
 def test_a_named_file_is_kept_and_said_so(engine):
@@ -140,17 +187,25 @@ def test_a_named_definition_is_kept_before_the_files_and_said_so(engine):
     document = folder_document()
     result, notices, _ = focus_run(engine, "In pkg/mod1.py, what does helper_3_7 return?")
     assert result.focused_parts == ["helper_3_7 in pkg/mod3.py", "pkg/mod1.py"]
-    assert ("the question names helper_3_7 in pkg/mod3.py, pkg/mod1.py: their best chunks were kept first"
-            in notices)
+    assert (
+        "the question names helper_3_7 in pkg/mod3.py, pkg/mod1.py: their best chunks were kept first"
+        in notices
+    )
     kept_text = kept_document_text(engine, document, "What does helper_3_7 return?")
     assert "def helper_3_7(x):\n    return x + 7\n" in kept_text
 
 
 def kept_document_text(engine, document: Document, question: str) -> str:
     """The document's text with every char no kept chunk holds blanked out (NUL)."""
-    events = list(engine.stream(document, question, "spec", RunSettings(
-        max_new_tokens=2, force=True, chunk_size=8, keep=0.1, coverage="off")))
-    selection, = [e.selection for e in events if isinstance(e, SelectionMade)]
+    events = list(
+        engine.stream(
+            document,
+            question,
+            "spec",
+            RunSettings(max_new_tokens=2, force=True, chunk_size=8, keep=0.1, coverage="off"),
+        )
+    )
+    (selection,) = [e.selection for e in events if isinstance(e, SelectionMade)]
     offsets, size = selection.token_char_offsets, selection.chunk_size
     doc_start, doc_end = selection.doc_char_span
     kept = bytearray(len(document.text))
@@ -158,5 +213,5 @@ def kept_document_text(engine, document: Document, question: str) -> str:
         first, last = chunk * size, min((chunk + 1) * size, len(offsets))
         start = max(offsets[first], doc_start)
         end = min(offsets[last] if last < len(offsets) else doc_end, doc_end)
-        kept[start - doc_start:max(end, start) - doc_start] = b"\1" * (max(end, start) - start)
+        kept[start - doc_start : max(end, start) - doc_start] = b"\1" * (max(end, start) - start)
     return "".join(ch if mark else "\0" for ch, mark in zip(document.text, kept))

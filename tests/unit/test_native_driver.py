@@ -46,6 +46,7 @@ def six_tokens(model):
 
 # -- the model and its vocabulary --------------------------------------------------------
 
+
 def test_model_loads_with_its_metadata(model):
     tokens, _types, _merges = build_vocab()
     assert model.n_vocab == len(tokens)
@@ -58,8 +59,9 @@ def test_vocab_only_load_has_the_same_vocabulary(gguf_path, model):
     vocab = LlamaModel(gguf_path, vocab_only=True)
     try:
         assert vocab.n_vocab == model.n_vocab
-        assert [vocab.token_text(t) for t in range(vocab.n_vocab)] == \
-               [model.token_text(t) for t in range(model.n_vocab)]
+        assert [vocab.token_text(t) for t in range(vocab.n_vocab)] == [
+            model.token_text(t) for t in range(model.n_vocab)
+        ]
     finally:
         vocab.close()
 
@@ -73,11 +75,14 @@ def test_a_file_that_is_not_gguf_is_a_model_error(tmp_path):
         LlamaModel(bogus)
 
 
-@pytest.mark.parametrize("text", [
-    "Hello the world, testing in is!",
-    "  two  spaces, tabs\tand\nnewlines\n\n",
-    "digits 0123456789 and symbols ~!@#$%^&*()_+{}|:\"<>?",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello the world, testing in is!",
+        "  two  spaces, tabs\tand\nnewlines\n\n",
+        'digits 0123456789 and symbols ~!@#$%^&*()_+{}|:"<>?',
+    ],
+)
 def test_tokenize_then_pieces_round_trip(model, text):
     tokens = model.tokenize(text, parse_special=False)
     assert tokens
@@ -107,9 +112,11 @@ def test_special_tokens_parse_only_when_asked(model):
 
 def test_apply_chat_template_renders_chatml(model):
     rendered = model.apply_chat_template([("system", "Be brief."), ("user", "What is 2+2?")])
-    assert rendered == ("<|im_start|>system\nBe brief.<|im_end|>\n"
-                        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
-                        "<|im_start|>assistant\n")
+    assert rendered == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
 
 
 def test_apply_chat_template_grows_its_buffer_for_long_messages(model):
@@ -119,6 +126,7 @@ def test_apply_chat_template_grows_its_buffer_for_long_messages(model):
 
 
 # -- the batch ----------------------------------------------------------------------------
+
 
 def test_batch_fill_writes_tokens_positions_and_logit_flags():
     batch = LlamaBatch(8)
@@ -154,6 +162,7 @@ def test_batch_rejects_overflow_and_mismatched_lengths():
 
 
 # -- positions --------------------------------------------------------------------------
+
 
 def test_patched_build_accepts_gapped_positions(runtime):
     assert runtime.accepts_gapped_positions() is True
@@ -232,6 +241,7 @@ def test_prefill_of_nothing_is_a_value_error(runtime):
 
 # -- cancel ---------------------------------------------------------------------------
 
+
 def test_prefill_with_a_cancelled_token_raises_cancelled(runtime, six_tokens):
     token = CancelToken()
     token.cancel()
@@ -279,6 +289,7 @@ def test_generate_checks_cancel_between_tokens(runtime, six_tokens):
 
 # -- errors ---------------------------------------------------------------------------
 
+
 def test_decode_error_messages():
     assert "KV cache" in decode_error_message(1) and "context" in decode_error_message(1)
     assert decode_error_message(2) == "cancelled"
@@ -324,13 +335,15 @@ def test_closed_handles_refuse_use(gguf_path):
 
 # -- the fixture itself -------------------------------------------------------------------
 
+
 def test_fixture_is_the_same_model_in_transformers(gguf_path, model, six_tokens):
     """llama.cpp and transformers read the tiny GGUF as the same network (tensor layout, norms, rope)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
-                                              dtype=torch.float32).eval()
+    hf = AutoModelForCausalLM.from_pretrained(
+        str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
+    ).eval()
     assert hf.config.model_type == "qwen2"
     assert hf.config.vocab_size == model.n_vocab
     assert hf.config.num_hidden_layers == 2 and hf.config.num_key_value_heads == 2

@@ -19,7 +19,9 @@ from engine.eval.needles import (
 )
 from engine.pipeline.draft_cache import DraftCaches
 
-TEXT = "\n".join(f"Line {i}: the {['amber', 'cobalt', 'jade'][i % 3]} lamp burns in room {i * 3}." for i in range(200))
+TEXT = "\n".join(
+    f"Line {i}: the {['amber', 'cobalt', 'jade'][i % 3]} lamp burns in room {i * 3}." for i in range(200)
+)
 
 
 def settings() -> RunSettings:
@@ -87,7 +89,8 @@ def test_facts_placed_together_each_sit_near_their_depth():
         assert doc.count(needle.fact) == 1
         alone = insert_needle(TEXT, depth, needle)  # each where it would stand alone: the others move none
         assert doc.index(needle.fact) - alone.index(needle.fact) == sum(
-            len(other.fact) + 2 for d, other in placed if d < depth)
+            len(other.fact) + 2 for d, other in placed if d < depth
+        )
     with pytest.raises(ValueError, match="same fact"):
         insert_needles(TEXT, [(0.1, NEEDLES[0]), (0.12, NEEDLES[0])])
 
@@ -96,7 +99,12 @@ def test_facts_asked_together_are_follow_ups_in_one_session(engine, monkeypatch)
     monkeypatch.setattr(engine, "draft_caches", DraftCaches(1 << 30))
     placed = [(0.01, NEEDLES[1]), (0.8, NEEDLES[3])]  # the cut full prefill sees the first 5% of TEXT
     rows = list(ask_needles_together(engine, TEXT, placed, "both", settings()))
-    assert [(r.depth, r.run) for r in rows] == [(0.01, "spec"), (0.01, "baseline"), (0.8, "spec"), (0.8, "baseline")]
+    assert [(r.depth, r.run) for r in rows] == [
+        (0.01, "spec"),
+        (0.01, "baseline"),
+        (0.8, "spec"),
+        (0.8, "baseline"),
+    ]
     spec_first, base_first, spec_next, base_next = rows
     assert (spec_first.served_by, spec_next.served_by) == ("spec", "spec_cached_draft")
     assert (base_first.served_by, base_next.served_by) == ("cold_full", "cached_full")

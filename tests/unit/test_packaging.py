@@ -73,8 +73,12 @@ class Install:
 
     def run(self, args: list[str]) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.update(HF_HUB_OFFLINE="1", QT_QPA_PLATFORM="offscreen", XDG_CACHE_HOME=str(self.workdir / "cache"))
-        proc = subprocess.run(args, cwd=self.workdir, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        env.update(
+            HF_HUB_OFFLINE="1", QT_QPA_PLATFORM="offscreen", XDG_CACHE_HOME=str(self.workdir / "cache")
+        )
+        proc = subprocess.run(
+            args, cwd=self.workdir, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
         assert proc.returncode == 0, proc.stderr
         return proc
 
@@ -95,11 +99,16 @@ def installed(wheel, tmp_path_factory) -> Install:
     root = tmp_path_factory.mktemp("venv")
     venv.EnvBuilder(with_pip=False).create(root)
     python = root / "bin" / "python"
-    site_packages = Path(subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
+    site_packages = Path(
+        subprocess.check_output(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+        ).strip()
+    )
     (site_packages / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     pip("--python", str(python), "install", "--no-deps", str(wheel))  # into that venv
-    return Install(bin=root / "bin", site_packages=site_packages, workdir=tmp_path_factory.mktemp("elsewhere"))
+    return Install(
+        bin=root / "bin", site_packages=site_packages, workdir=tmp_path_factory.mktemp("elsewhere")
+    )
 
 
 def copy_source(source: Path, dest: Path) -> None:
@@ -110,7 +119,16 @@ def copy_source(source: Path, dest: Path) -> None:
 
 
 def pip(*args: str) -> None:
-    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", *args, "--no-index"]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--disable-pip-version-check",
+        "--no-input",
+        "-q",
+        *args,
+        "--no-index",
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -145,15 +163,20 @@ def test_the_wheel_carries_the_calibration_sample_dev_suite_desktop_file_and_ico
 
 def test_the_wheel_carries_every_package_under_engine_and_desktop(wheel):
     names = wheel_names(wheel)
-    packages = {init.parent.relative_to(REPO).as_posix()
-                for name in CODE_PACKAGES for init in (REPO / name).rglob("__init__.py")}
+    packages = {
+        init.parent.relative_to(REPO).as_posix()
+        for name in CODE_PACKAGES
+        for init in (REPO / name).rglob("__init__.py")
+    }
     assert packages, "no packages found"
     assert {package for package in packages if f"{package}/__init__.py" not in names} == set()
 
 
 def test_the_wheel_declares_a_console_script_and_a_gui_script(wheel):
     with zipfile.ZipFile(wheel) as archive:
-        entry_points = next(name for name in archive.namelist() if name.endswith(".dist-info/entry_points.txt"))
+        entry_points = next(
+            name for name in archive.namelist() if name.endswith(".dist-info/entry_points.txt")
+        )
         parser = configparser.ConfigParser()
         parser.read_string(archive.read(entry_points).decode())
     assert dict(parser["console_scripts"]) == {"specprefill": "engine.cli.main:main"}
@@ -164,12 +187,21 @@ def test_the_wheel_declares_a_console_script_and_a_gui_script(wheel):
 def test_the_installed_commands_run_outside_the_repository(installed):
     assert installed.run([installed.bin / "specprefill", "--version"]).stdout.startswith("specprefill ")
     assert "--lengths" in installed.run([installed.bin / "specprefill", "calibrate", "--help"]).stdout
-    assert installed.run([installed.bin / "specprefill-gui", "--version"]).stdout.startswith("specprefill-gui ")
+    assert installed.run([installed.bin / "specprefill-gui", "--version"]).stdout.startswith(
+        "specprefill-gui "
+    )
 
 
 def test_the_installed_resources_are_read_from_the_installed_package(installed):
     found = json.loads(installed.run([installed.bin / "python", "-c", RESOURCE_PROBE]).stdout)
-    paths = [found["root"], found["helper"], found["suite"], found["desktop_file"], *found["docs"], *found["icons"]]
+    paths = [
+        found["root"],
+        found["helper"],
+        found["suite"],
+        found["desktop_file"],
+        *found["docs"],
+        *found["icons"],
+    ]
     assert all(Path(path).is_relative_to(installed.site_packages) for path in paths), paths
     assert not any(Path(path).is_relative_to(REPO) for path in paths), paths
     assert found["calibration_chars"] > 10_000

@@ -23,16 +23,24 @@ MAX_LINE_END_HYPHENS = 5
 
 # (phrase, the page it is on): each was broken by an artifact before the clean-up
 PHRASES = {
-    "mpich-user-guide.pdf": [("MPICH User’s Guide*", "page 1"),  # the `*` was the glyph name `/x2A`
-                             ("Computational Sciences Division", "page 1"),  # `Sci-\nences`
-                             ("You can also automatically checkpoint", "page 14"), ("called Hydra", "page 4")],
-    "xfig-howto.pdf": [("a large number of hand-drawn charts", "page 10"),  # a compound keeps its hyphen
-                       ("Fig and Fig-color", "page 24"), ("ferric-chloride etchant", "page 18"),
-                       ("It’s not difficult to learn", "page 3")],  # `ﬃ`
+    "mpich-user-guide.pdf": [
+        ("MPICH User’s Guide*", "page 1"),  # the `*` was the glyph name `/x2A`
+        ("Computational Sciences Division", "page 1"),  # `Sci-\nences`
+        ("You can also automatically checkpoint", "page 14"),
+        ("called Hydra", "page 4"),
+    ],
+    "xfig-howto.pdf": [
+        ("a large number of hand-drawn charts", "page 10"),  # a compound keeps its hyphen
+        ("Fig and Fig-color", "page 24"),
+        ("ferric-chloride etchant", "page 18"),
+        ("It’s not difficult to learn", "page 3"),
+    ],  # `ﬃ`
     "mpfi.pdf": [("using an unassigned variable inadvertently", "page 11"), ("Nathalie Revol", "page 22")],
-    "R-intro.pdf": [("independent, homoscedastic errors", "page 61"),
-                    ("techniques in user-contributed packages", "page 73"),
-                    ("make and distribute verbatim", "page 2")],
+    "R-intro.pdf": [
+        ("independent, homoscedastic errors", "page 61"),
+        ("techniques in user-contributed packages", "page 73"),
+        ("make and distribute verbatim", "page 2"),
+    ],
 }
 
 _loaded: dict[str, object] = {}
@@ -142,21 +150,43 @@ def test_join_line_end_hyphens(pages, joined):
     assert join_line_end_hyphens(pages) == joined
 
 
-@pytest.mark.parametrize("page", ["A" * 2_000_000, "a-" * 1_000_000, "ab-\n" * 500_000, "/x2" * 600_000],
-                         ids=["one long word", "a hyphen chain", "line-end hyphens", "escape prefixes"])
+@pytest.mark.parametrize(
+    "page",
+    ["A" * 2_000_000, "a-" * 1_000_000, "ab-\n" * 500_000, "/x2" * 600_000],
+    ids=["one long word", "a hyphen chain", "line-end hyphens", "escape prefixes"],
+)
 def test_the_clean_up_takes_linear_time_on_a_huge_page(page):
     started = time.monotonic()
     join_line_end_hyphens([normalise_page_text(page)])
     assert time.monotonic() - started < 3.0  # a backtracking pattern takes minutes here
 
 
-_PIECES = ["exam", "ple", "well", "known", "Sci", "DAC", "x", "a", " ", " ", "\n", "-", "-\n", "_", "/", ".", "2"]
+_PIECES = [
+    "exam",
+    "ple",
+    "well",
+    "known",
+    "Sci",
+    "DAC",
+    "x",
+    "a",
+    " ",
+    " ",
+    "\n",
+    "-",
+    "-\n",
+    "_",
+    "/",
+    ".",
+    "2",
+]
 texts = st.lists(st.sampled_from(_PIECES), max_size=30).map("".join)
 
 
 @given(st.lists(texts, min_size=1, max_size=3))
 def test_only_line_end_hyphens_and_their_line_breaks_are_removed(pages):
     for before, after in zip(pages, join_line_end_hyphens(pages)):
+
         def letters(s: str) -> str:
             return s.replace("-", "").replace("\n", "")
 
@@ -169,8 +199,11 @@ def _midline_hyphens(s: str) -> int:
     return sum(1 for i, ch in enumerate(s) if ch == "-" and s[i + 1 : i + 2] != "\n")
 
 
-@given(st.lists(st.sampled_from(["well-known", "state-of-the-art", "x-ray", "word", " ", "\n", ", "]),
-                max_size=30).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(["well-known", "state-of-the-art", "x-ray", "word", " ", "\n", ", "]), max_size=30
+    ).map("".join)
+)
 def test_a_text_without_line_end_hyphens_is_unchanged(text):
     assert join_line_end_hyphens([text]) == [text]
 

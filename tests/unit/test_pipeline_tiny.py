@@ -16,7 +16,9 @@ from engine.pipeline import Engine
 from engine.pipeline.costmodel import CostModel, Quadratic
 from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab
 
-DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
+DOCUMENT = " ".join(
+    f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8)
+)
 QUESTION = "Which item is the green stone?"
 STAGE_ORDER = ["tokenizing", "draft", "select", "prefill", "generating", "done"]
 MAX_NEW = 6
@@ -87,6 +89,7 @@ def check_run_order(events, run, stages):
 
 # -- loading ------------------------------------------------------------------------
 
+
 def test_engine_loads_both_models(engine, pair, cache_home):
     target, draft = pair
     info = engine.info
@@ -105,7 +108,9 @@ def test_engine_loads_both_models(engine, pair, cache_home):
 def test_a_draft_with_another_vocabulary_selects_through_character_spans(pair, cache_home, tmp_path):
     target, _draft = pair
     other = write_tiny_gguf_other_vocab(tmp_path / "other-vocab.gguf")
-    engine = Engine.load(ModelSettings(target_path=target, draft_path=other, n_ctx=512, n_batch=64, n_threads=1))
+    engine = Engine.load(
+        ModelSettings(target_path=target, draft_path=other, n_ctx=512, n_batch=64, n_threads=1)
+    )
     try:
         assert engine.info.selection == "spans"
         events = list(engine.stream(DOCUMENT, QUESTION, "spec", spec_settings()))
@@ -124,6 +129,7 @@ def test_a_missing_model_is_a_model_error(pair, cache_home, tmp_path):
 
 # -- both runs ------------------------------------------------------------------------
 
+
 def test_both_mode_streams_baseline_then_spec_in_order(engine, recorder):
     events = list(engine.stream(DOCUMENT, QUESTION, "both", spec_settings()))
     runs = [e.run for e in events]
@@ -135,7 +141,9 @@ def test_both_mode_streams_baseline_then_spec_in_order(engine, recorder):
     assert not any(isinstance(e, SelectionMade) for e in baseline_events)
     assert any(isinstance(e, Progress) and e.stage == "draft" for e in spec_events)
     made = next(i for i, e in enumerate(spec_events) if isinstance(e, SelectionMade))
-    prefill = next(i for i, e in enumerate(spec_events) if isinstance(e, StageChanged) and e.stage == "prefill")
+    prefill = next(
+        i for i, e in enumerate(spec_events) if isinstance(e, StageChanged) and e.stage == "prefill"
+    )
     assert made < prefill
     for run_events in (baseline_events, spec_events):
         prefill = [e for e in run_events if isinstance(e, Progress) and e.stage == "prefill"]
@@ -169,7 +177,9 @@ def test_spec_keeps_the_asked_fraction_in_chunks(engine):
     assert selection.chunk_size == settings.chunk_size
     assert selection.chunk_starts == list(range(0, n, settings.chunk_size))
     assert len(selection.chunk_scores) == n_chunks
-    assert len(selection.kept_chunks) == max(math.ceil(settings.keep * n_chunks), len(selection.protected_chunks))
+    assert len(selection.kept_chunks) == max(
+        math.ceil(settings.keep * n_chunks), len(selection.protected_chunks)
+    )
     assert selection.kept_chunks == sorted(set(selection.kept_chunks))
 
     kept_tokens = sum(min(settings.chunk_size, n - selection.chunk_starts[c]) for c in selection.kept_chunks)
@@ -203,8 +213,12 @@ def test_auto_positions_restore_the_original_positions(engine, recorder):
     assert result.positions == "restore"
 
     prompt = engine.prepare(DOCUMENT, QUESTION, settings)
-    kept_idx = np.concatenate([np.arange(s, min(s + settings.chunk_size, prompt.n_tokens))
-                               for s in (selection.chunk_starts[c] for c in selection.kept_chunks)])
+    kept_idx = np.concatenate(
+        [
+            np.arange(s, min(s + settings.chunk_size, prompt.n_tokens))
+            for s in (selection.chunk_starts[c] for c in selection.kept_chunks)
+        ]
+    )
     [(tokens, positions)] = recorder["prefill"]
     np.testing.assert_array_equal(positions, kept_idx)
     np.testing.assert_array_equal(tokens, prompt.tokens[kept_idx])
@@ -266,8 +280,11 @@ def test_calibrated_prediction_replaces_the_fixed_threshold(engine, monkeypatch)
     monkeypatch.setattr(engine, "cost_model", slow_draft)
     assert "predicted" in engine.bypass_reason(n, settings)
     assert engine.bypass_reason(n, RunSettings(max_new_tokens=16, keep=0.2, force=True)) == ""
-    timed_from_1024 = CostModel(target_prefill=Quadratic(0, 1.0, 0), draft=Quadratic(0, 0.01, 0),
-                                measurements={"draft": {"1024": 10.0}, "target": {"1024": 1000.0}})
+    timed_from_1024 = CostModel(
+        target_prefill=Quadratic(0, 1.0, 0),
+        draft=Quadratic(0, 0.01, 0),
+        measurements={"draft": {"1024": 10.0}, "target": {"1024": 1000.0}},
+    )
     monkeypatch.setattr(engine, "cost_model", timed_from_1024)
     assert "shortest prompt this machine was calibrated at" in engine.bypass_reason(n, settings)
     # a threshold the user sets wins over the prediction
@@ -281,6 +298,7 @@ def test_a_prompt_longer_than_the_window_is_never_bypassed(engine):
 
 
 # -- failures --------------------------------------------------------------------------
+
 
 def test_a_prompt_longer_than_the_context_is_refused_with_the_numbers(engine):
     """A full prefill alone is refused (a compare cuts it, SpecPrefill selects: test_long_documents)."""
@@ -318,8 +336,13 @@ def test_a_first_scored_layer_past_the_draft_is_refused_before_any_run(engine):
 
 def test_a_later_first_scored_layer_scores_the_same_chunks_differently(engine):
     every = selection_of(list(engine.stream(DOCUMENT, QUESTION, "spec", spec_settings())))
-    later = selection_of(list(engine.stream(DOCUMENT, QUESTION, "spec",
-                                            spec_settings(first_scored_layer=engine.scorer.n_layers - 1))))
+    later = selection_of(
+        list(
+            engine.stream(
+                DOCUMENT, QUESTION, "spec", spec_settings(first_scored_layer=engine.scorer.n_layers - 1)
+            )
+        )
+    )
     assert len(later.chunk_scores) == len(every.chunk_scores)
     assert len(later.kept_chunks) == len(every.kept_chunks)
     assert not np.allclose(later.chunk_scores, every.chunk_scores)

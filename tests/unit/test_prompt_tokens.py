@@ -34,12 +34,12 @@ def specials(tokens, chat_ids) -> list[int]:
 def test_a_question_cannot_inject_chat_turns(model, chat_ids):
     start, end = chat_ids
     prompt = tokenize_parts(model, render_parts(model, DOCUMENT, INJECTION, SYSTEM))
-    tail = prompt.tokens[prompt.tail_start:]
+    tail = prompt.tokens[prompt.tail_start :]
     # The tail is the question, then the template's end of the user turn and assistant header:
     # only those two are chat tokens, and they close the prompt.
     closing = model.tokenize("<|im_end|>\n<|im_start|>assistant\n", parse_special=True)
     assert specials(tail, chat_ids) == [end, start]
-    assert tail[-len(closing):].tolist() == closing
+    assert tail[-len(closing) :].tolist() == closing
     # The template's own system and user turns are chat tokens as before.
     assert specials(prompt.tokens, chat_ids) == [start, end, start, end, start]
 
@@ -47,7 +47,9 @@ def test_a_question_cannot_inject_chat_turns(model, chat_ids):
 def test_the_question_is_kept_as_text_within_the_tail(model):
     parts = render_parts(model, DOCUMENT, INJECTION, SYSTEM)
     prompt = tokenize_parts(model, parts)
-    spelled = b"".join(model.token_piece(int(t)) for t in prompt.tokens[prompt.tail_start:]).decode()
+    spelled = b"".join(model.token_piece(int(t)) for t in prompt.tokens[prompt.tail_start :]).decode()
     assert INJECTION in spelled and INJECTION in parts.suffix
     assert parts.text == parts.prefix + DOCUMENT + parts.suffix
-    assert prompt.tokens[slice(*prompt.doc_token_span)].tolist() == model.tokenize(DOCUMENT, parse_special=False)
+    assert prompt.tokens[slice(*prompt.doc_token_span)].tolist() == model.tokenize(
+        DOCUMENT, parse_special=False
+    )

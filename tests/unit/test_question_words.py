@@ -12,13 +12,24 @@ from engine.draft.question_words import bm25_chunk_scores, chunk_texts, percenti
 from engine.llama.prompt import PreparedPrompt, PromptParts
 from engine.pipeline.selection_plan import plan_request_selection
 
-FILLER = ["the cache keeps items in memory", "a request reads the file", "values are stored per key",
-          "threads wait for the lock", "the loop runs until done", "errors are logged and raised"]
+FILLER = [
+    "the cache keeps items in memory",
+    "a request reads the file",
+    "values are stored per key",
+    "threads wait for the lock",
+    "the loop runs until done",
+    "errors are logged and raised",
+]
 
 
 def test_words_are_lower_cased_and_identifiers_also_give_their_parts():
-    assert words("PERMANENT_SESSION_LIFETIME = 31") == ["permanent", "session", "lifetime",
-                                                        "permanent_session_lifetime", "31"]
+    assert words("PERMANENT_SESSION_LIFETIME = 31") == [
+        "permanent",
+        "session",
+        "lifetime",
+        "permanent_session_lifetime",
+        "31",
+    ]
     assert words("lfuCache(maxsize)") == ["lfu", "cache", "lfucache", "maxsize"]
     assert words("plain words, no identifiers") == ["plain", "words", "no", "identifiers"]
 
@@ -29,9 +40,15 @@ def test_chunk_texts_run_from_each_chunks_first_token_to_the_next_chunks():
 
 
 def test_the_chunk_sharing_the_questions_rare_words_scores_highest_and_the_question_gets_nothing():
-    chunks = [*FILLER, "PERMANENT_SESSION_LIFETIME: the session lifetime, 31 days", *FILLER,
-              "What is the permanent session lifetime?"]
-    scores = bm25_chunk_scores(chunks, "What is the permanent session lifetime?", first_unscored=len(chunks) - 1)
+    chunks = [
+        *FILLER,
+        "PERMANENT_SESSION_LIFETIME: the session lifetime, 31 days",
+        *FILLER,
+        "What is the permanent session lifetime?",
+    ]
+    scores = bm25_chunk_scores(
+        chunks, "What is the permanent session lifetime?", first_unscored=len(chunks) - 1
+    )
     assert int(np.argmax(scores)) == len(FILLER)
     assert scores[-1] == 0.0
     assert np.count_nonzero(scores) == 1  # "what", "is", "the": stop words or nowhere else
@@ -66,16 +83,19 @@ def tiny_prompt(question: str) -> tuple[PreparedPrompt, list[int], np.ndarray]:
     offsets = list(range(0, len(parts.text), 10))
     prompt = PreparedPrompt(parts, np.arange(n_tokens, dtype=np.int32), (0, len(document) // 10))
     importance = np.linspace(1.0, 0.5, n_tokens)
-    importance[7 * 4:8 * 4] = 0.01
+    importance[7 * 4 : 8 * 4] = 0.01
     return prompt, offsets, importance
 
 
 @pytest.mark.parametrize("keep", [0.25, "auto"])
 def test_a_selection_with_the_question_words_keeps_the_chunk_the_draft_ranked_last(keep):
     prompt, offsets, importance = tiny_prompt("Which decorator caches LFU?")
-    with_words = plan_request_selection(importance, prompt, RunSettings(keep=keep, chunk_size=4), None, [], offsets)
-    draft_only = plan_request_selection(importance, prompt, RunSettings(keep=keep, chunk_size=4, question_words=0),
-                                        None, [], offsets)
+    with_words = plan_request_selection(
+        importance, prompt, RunSettings(keep=keep, chunk_size=4), None, [], offsets
+    )
+    draft_only = plan_request_selection(
+        importance, prompt, RunSettings(keep=keep, chunk_size=4, question_words=0), None, [], offsets
+    )
     assert 7 in with_words.kept and 7 not in draft_only.kept
     assert with_words.keep == draft_only.keep  # keep=auto reads the draft's scores alone
     assert len(with_words.kept) == len(draft_only.kept)

@@ -49,7 +49,9 @@ def test_read_ahead_fills_the_draft_cache_and_the_first_question_is_served_from_
     *progress, ended = events
     assert isinstance(ended, ReadAheadEnded) and ended.status == "done"
     assert ended.done == ended.total > 3 * CHUNK and ended.seconds > 0
-    assert [e.done for e in progress] == [min(n, ended.total) for n in range(CHUNK, ended.total + CHUNK, CHUNK)]
+    assert [e.done for e in progress] == [
+        min(n, ended.total) for n in range(CHUNK, ended.total + CHUNK, CHUNK)
+    ]
     assert all(isinstance(e, ReadAheadProgress) for e in progress)
     assert engine.background_needed(session, settings())  # the target's full fill follows it
 

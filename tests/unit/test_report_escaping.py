@@ -27,8 +27,19 @@ def read(name: str) -> dict:
 
 
 # -- CSV injection -----------------------------------------------------------------------------------
-FORMULA_PAYLOADS = ("=1+1", ';=HYPERLINK("x")', "a,=cmd|' /C calc'!A0", "\t=1", "\r=1", "+1", "@SUM(1)",
-                    '-2+3', 'ok, "=1+1"', "a; \t@x", " =1")
+FORMULA_PAYLOADS = (
+    "=1+1",
+    ';=HYPERLINK("x")',
+    "a,=cmd|' /C calc'!A0",
+    "\t=1",
+    "\r=1",
+    "+1",
+    "@SUM(1)",
+    "-2+3",
+    'ok, "=1+1"',
+    "a; \t@x",
+    " =1",
+)
 NEGATIVE_NUMBER = -0.5
 # A formula character at the start of a cell, after optional spaces and double quotes (spreadsheets skip them).
 FORMULA_START = re.compile(r'[\s"]*?[=+\-@\t\r]')
@@ -67,7 +78,9 @@ def cell_starts(cell: str) -> list[str]:
 def test_no_csv_cell_can_start_a_formula_in_any_column(payload):
     rows = list(csv.reader(io.StringIO(render_csv(hostile_report(payload)), newline="")))
     header, rows = rows[0], rows[1:]
-    every_column = report_module.CSV_COLUMNS + report_module.SESSION_CSV_COLUMNS + report_module.FIT_CSV_COLUMNS
+    every_column = (
+        report_module.CSV_COLUMNS + report_module.SESSION_CSV_COLUMNS + report_module.FIT_CSV_COLUMNS
+    )
     assert tuple(header) == every_column
     answer = rows[0][header.index("answer")]
     assert answer.replace("'", "") == payload.replace("'", "")  # the text itself, but for the quotes put in
@@ -79,25 +92,34 @@ def test_no_csv_cell_can_start_a_formula_in_any_column(payload):
                 assert not FORMULA_START.match(start), (name, cell)
 
 
-@pytest.mark.parametrize(("text", "cell"), [
-    ("=1+1", "'=1+1"),
-    ("\t=1", "'\t=1"),
-    (" =1", "' =1"),
-    ("a,=cmd|' /C calc'!A0", "a,'=cmd|' /C calc'!A0"),
-    (';=HYPERLINK("x")', ";'=HYPERLINK(\"x\")"),
-    ('ok, "=1+1"', "ok, \"'=1+1\""),
-    ("-0.5", "'-0.5"),  # text that looks like a number is still text from a model
-    ("a, b; c", "a, b; c"),  # separators alone are harmless
-    ("1-2, e-mail", "1-2, e-mail"),
-    ("x;'=1", "x;'=1"),  # already quoted: left as it is
-])
+@pytest.mark.parametrize(
+    ("text", "cell"),
+    [
+        ("=1+1", "'=1+1"),
+        ("\t=1", "'\t=1"),
+        (" =1", "' =1"),
+        ("a,=cmd|' /C calc'!A0", "a,'=cmd|' /C calc'!A0"),
+        (';=HYPERLINK("x")', ';\'=HYPERLINK("x")'),
+        ('ok, "=1+1"', 'ok, "\'=1+1"'),
+        ("-0.5", "'-0.5"),  # text that looks like a number is still text from a model
+        ("a, b; c", "a, b; c"),  # separators alone are harmless
+        ("1-2, e-mail", "1-2, e-mail"),
+        ("x;'=1", "x;'=1"),  # already quoted: left as it is
+    ],
+)
 def test_csv_cell_quotes_every_formula_a_spreadsheet_could_start(text, cell):
     assert csv_cell(text) == cell
 
 
 def test_csv_cell_keeps_numbers_and_flags_as_they_are():
     assert [csv_cell(v) for v in (NEGATIVE_NUMBER, -3, 0.25, True, False, None)] == [
-        "-0.5", "-3", "0.25", "true", "false", ""]
+        "-0.5",
+        "-3",
+        "0.25",
+        "true",
+        "false",
+        "",
+    ]
 
 
 def test_a_negative_number_stays_a_number_in_the_csv():
@@ -162,18 +184,27 @@ def test_a_script_in_any_field_of_a_saved_report_is_refused_or_escaped(no_plots)
             assert "<script" not in render_html(report).lower(), path  # shown as text, or not shown
         finally:
             holder[key] = original
-    for path in [("cases", 0, "prompt_tokens"), ("summary", "n_errors"), ("summary", "by_kind", "code", "n_errors"),
-                 ("cases", 0, "baseline", "ttft_s"), ("summary", "spec", "0.2", "n_bypassed"),
-                 ("summary", "baseline", "n_cached"), ("environment", "n_ctx")]:
+    for path in [
+        ("cases", 0, "prompt_tokens"),
+        ("summary", "n_errors"),
+        ("summary", "by_kind", "code", "n_errors"),
+        ("cases", 0, "baseline", "ttft_s"),
+        ("summary", "spec", "0.2", "n_bypassed"),
+        ("summary", "baseline", "n_cached"),
+        ("environment", "n_ctx"),
+    ]:
         assert path in refused
 
 
-@pytest.mark.parametrize(("path", "needle"), [
-    (("cases", 0, "prompt_tokens"), "case 'structlog-native-interpolate-helper': prompt_tokens"),
-    (("summary", "n_errors"), "n_errors"),
-    (("cases", 0, "spec", "0.2", "kept_fraction"), "kept_fraction"),
-    (("environment", "threads"), "threads"),
-])
+@pytest.mark.parametrize(
+    ("path", "needle"),
+    [
+        (("cases", 0, "prompt_tokens"), "case 'structlog-native-interpolate-helper': prompt_tokens"),
+        (("summary", "n_errors"), "n_errors"),
+        (("cases", 0, "spec", "0.2", "kept_fraction"), "kept_fraction"),
+        (("environment", "threads"), "threads"),
+    ],
+)
 def test_from_json_says_which_field_holds_text_where_a_number_belongs(path, needle):
     data = report_with_failures()
     container_of(data, path)[path[-1]] = SCRIPT
@@ -187,10 +218,14 @@ def test_numbers_are_escaped_too_when_a_report_is_built_in_code():
     report = AbReport.from_json(report_with_failures())
     summary, overall = report.summary, report.summary.overall
     spec = {keep: replace(s, n_bypassed=SCRIPT, n_cached=SCRIPT) for keep, s in overall.spec.items()}
-    overall = replace(overall, n_errors=SCRIPT, spec=spec, baseline=replace(overall.baseline, n_cached=SCRIPT))
+    overall = replace(
+        overall, n_errors=SCRIPT, spec=spec, baseline=replace(overall.baseline, n_cached=SCRIPT)
+    )
     by_kind = {kind: replace(group, n_errors=SCRIPT) for kind, group in summary.by_kind.items()}
     cases = (replace(report.cases[0], prompt_tokens=SCRIPT), *report.cases[1:])
-    page = render_html(replace(report, cases=cases, summary=replace(summary, overall=overall, by_kind=by_kind)))
+    page = render_html(
+        replace(report, cases=cases, summary=replace(summary, overall=overall, by_kind=by_kind))
+    )
     assert "<script" not in page.lower()
     assert page.count("&lt;script&gt;x&lt;/script&gt;") >= 5
 
@@ -198,8 +233,11 @@ def test_numbers_are_escaped_too_when_a_report_is_built_in_code():
 def saved_ab_reports() -> list[Path]:
     """The A/B reports among the saved JSON files (the others are bench, calibration and needle reports)."""
     reports = {path: json.loads(path.read_text(encoding="utf-8")) for path in sorted(REPORTS.rglob("*.json"))}
-    return [path for path, data in reports.items()
-            if isinstance(data, dict) and {"summary", "cases", "environment"} <= data.keys()]
+    return [
+        path
+        for path, data in reports.items()
+        if isinstance(data, dict) and {"summary", "cases", "environment"} <= data.keys()
+    ]
 
 
 @pytest.mark.parametrize("path", saved_ab_reports(), ids=lambda path: str(path.relative_to(REPORTS)))

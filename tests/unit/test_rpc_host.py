@@ -116,8 +116,10 @@ def test_a_worker_nobody_listens_on_is_named_before_anything_starts(free_port):
 
 
 def test_endpoints_and_splits_are_checked_when_the_settings_are_built():
-    assert parse_endpoints("127.0.0.1:50052, 127.0.0.1:50053") == (Endpoint("127.0.0.1", 50052),
-                                                                   Endpoint("127.0.0.1", 50053))
+    assert parse_endpoints("127.0.0.1:50052, 127.0.0.1:50053") == (
+        Endpoint("127.0.0.1", 50052),
+        Endpoint("127.0.0.1", 50053),
+    )
     assert str(parse_endpoints("[::1]:7")[0]) == "[::1]:7"
     for bad in ("127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "a:1,a:1"):
         with pytest.raises(SettingsError):
@@ -129,12 +131,20 @@ def test_endpoints_and_splits_are_checked_when_the_settings_are_built():
         parse_split("1,0", 1)
 
 
-@pytest.mark.parametrize("n_layers, weights, local, workers", [
-    (28, (1.0, 1.0, 1.0), 10, (9, 9)),  # largest remainder: 9.33 each, the first gets the spare layer
-    (28, (2.0, 1.0, 1.0), 14, (7, 7)),
-    (28, (0.0, 1.0), 0, (28,)),
-    (3, (5.0, 1.0, 1.0), 2, (1, 0)),  # 2.14, 0.43, 0.43: the spare layer goes to the first largest remainder
-])
+@pytest.mark.parametrize(
+    "n_layers, weights, local, workers",
+    [
+        (28, (1.0, 1.0, 1.0), 10, (9, 9)),  # largest remainder: 9.33 each, the first gets the spare layer
+        (28, (2.0, 1.0, 1.0), 14, (7, 7)),
+        (28, (0.0, 1.0), 0, (28,)),
+        (
+            3,
+            (5.0, 1.0, 1.0),
+            2,
+            (1, 0),
+        ),  # 2.14, 0.43, 0.43: the spare layer goes to the first largest remainder
+    ],
+)
 def test_layers_split_in_proportion_and_add_up(n_layers, weights, local, workers):
     split = split_layers(n_layers, weights)
     assert (split.local_layers, split.worker_layers) == (local, workers)
@@ -147,7 +157,9 @@ def test_a_worker_bound_beyond_loopback_warns_that_rpc_has_no_authentication():
     assert binding_warning(Endpoint("::1", 50052)) == ""
     warning = binding_warning(Endpoint("0.0.0.0", 50052))
     assert "no authentication" in warning and "0.0.0.0:50052" in warning and "trusted networks" in warning
-    assert llama_device("cuda:1") == "CUDA1" and llama_device("cpu") == "CPU" and llama_device("cuda") == "CUDA0"
+    assert (
+        llama_device("cuda:1") == "CUDA1" and llama_device("cpu") == "CPU" and llama_device("cuda") == "CUDA0"
+    )
 
 
 def test_the_desktop_bundle_says_plainly_that_it_cannot_use_workers(monkeypatch, target):

@@ -23,10 +23,14 @@ from engine.llama.rpc.ggml_backends import has_rpc, lib_dir
 from engine.llama.rpc.workers import RPC_SERVER, WorkerProcess, query_memory
 from engine.pipeline import Engine
 
-pytestmark = pytest.mark.skipif(not (lib_dir() / RPC_SERVER).is_file() or not has_rpc(),
-                                reason="llama.cpp was built without RPC: packaging/build_llama_wheel.py --install")
+pytestmark = pytest.mark.skipif(
+    not (lib_dir() / RPC_SERVER).is_file() or not has_rpc(),
+    reason="llama.cpp was built without RPC: packaging/build_llama_wheel.py --install",
+)
 
-DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(40))
+DOCUMENT = " ".join(
+    f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(40)
+)
 QUESTION = "Which item is the green stone?"
 SPEC = RunSettings(force=True, keep=0.25, chunk_size=8, max_new_tokens=6, positions="restore")
 
@@ -44,8 +48,10 @@ def free_ports(n: int) -> list[int]:
 
 @pytest.fixture
 def workers(tmp_path):
-    started = [WorkerProcess(Endpoint("127.0.0.1", port), threads=1, log=tmp_path / f"worker-{port}.log")
-               for port in free_ports(2)]
+    started = [
+        WorkerProcess(Endpoint("127.0.0.1", port), threads=1, log=tmp_path / f"worker-{port}.log")
+        for port in free_ports(2)
+    ]
     try:
         for worker in started:
             worker.wait_ready()
@@ -61,8 +67,16 @@ def settings_for(pair, workers=(), **extra) -> ModelSettings:
     rpc = ",".join(str(w.endpoint) for w in workers)
     # both workers get a layer of the tiny target's two; this machine keeps the embeddings and the output
     split = "0," + ",".join("1" for _ in workers) if workers else ""
-    return ModelSettings(target_path=target, draft_path=draft, n_ctx=2048, n_batch=64, n_threads=1, rpc=rpc,
-                         rpc_split=split, **extra)
+    return ModelSettings(
+        target_path=target,
+        draft_path=draft,
+        n_ctx=2048,
+        n_batch=64,
+        n_threads=1,
+        rpc=rpc,
+        rpc_split=split,
+        **extra,
+    )
 
 
 def answers(engine: Engine) -> dict[str, str]:
@@ -102,8 +116,9 @@ class WorkerStub:
         self.endpoint = Endpoint("127.0.0.1", port)
 
 
-def test_a_worker_killed_mid_prefill_ends_the_run_and_the_next_run_reconnects(pair, cache_home, workers,
-                                                                             local_answers, tmp_path):
+def test_a_worker_killed_mid_prefill_ends_the_run_and_the_next_run_reconnects(
+    pair, cache_home, workers, local_answers, tmp_path
+):
     engine = Engine.load(settings_for(pair, workers))
     victim = workers[1]
     try:
@@ -166,28 +181,50 @@ def test_a_worker_reports_at_most_the_memory_it_was_given(tmp_path, free_port):
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.slow
-def test_cli_run_with_a_worker_that_is_not_there_is_one_line_and_exit_2(pair, cache_home, free_port, tmp_path):
+def test_cli_run_with_a_worker_that_is_not_there_is_one_line_and_exit_2(
+    pair, cache_home, free_port, tmp_path
+):
     target, draft = pair
     doc = tmp_path / "doc.txt"
     doc.write_text(DOCUMENT)
-    done = run_cli("run", "--doc", str(doc), "--question", QUESTION, "--target", str(target), "--draft", str(draft),
-                   "--rpc", f"127.0.0.1:{free_port}", "--n-ctx", "512", "--json")  # --json: no progress lines
+    done = run_cli(
+        "run",
+        "--doc",
+        str(doc),
+        "--question",
+        QUESTION,
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--rpc",
+        f"127.0.0.1:{free_port}",
+        "--n-ctx",
+        "512",
+        "--json",
+    )  # --json: no progress lines
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"specprefill: error: RPC worker 127.0.0.1:{free_port} refused the connection "
-        f"(is `specprefill worker --port {free_port}` running there?)"]
+        f"(is `specprefill worker --port {free_port}` running there?)"
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_cli_worker_listens_on_loopback_and_stops_cleanly(free_port, stop):
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "worker", "--port", str(free_port), "--mem", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "worker", "--port", str(free_port), "--mem", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and query_memory(Endpoint("127.0.0.1", free_port)).error:

@@ -26,7 +26,9 @@ from engine.pipeline import DocumentSession, Engine
 from engine.pipeline.state_store import StateStore, cap_bytes, key_digest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENT = " ".join(f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8))
+DOCUMENT = " ".join(
+    f"Item {i} is the {['red', 'blue', 'green'][i % 3]} stone in the water." for i in range(8)
+)
 QUESTIONS = ["Which item is the green stone?", "Where are the stones?"]
 SETTINGS = RunSettings(max_new_tokens=8)
 
@@ -42,10 +44,15 @@ def store(engine, tmp_path, monkeypatch) -> StateStore:
 
 def ask(engine, question=QUESTIONS[0], document=DOCUMENT, mode="baseline", **settings):
     """A new session's first question: (result, token texts, notices)."""
-    events = list(engine.ask(DocumentSession(document), question, mode, RunSettings(max_new_tokens=8, **settings)))
-    result, = [e.result for e in events if isinstance(e, RunFinished)]
-    return (result, [e.text for e in events if isinstance(e, TokenGenerated)],
-            [e.message for e in events if isinstance(e, Notice)])
+    events = list(
+        engine.ask(DocumentSession(document), question, mode, RunSettings(max_new_tokens=8, **settings))
+    )
+    (result,) = [e.result for e in events if isinstance(e, RunFinished)]
+    return (
+        result,
+        [e.text for e in events if isinstance(e, TokenGenerated)],
+        [e.message for e in events if isinstance(e, Notice)],
+    )
 
 
 def cold_tokens(engine, question) -> list[str]:
@@ -55,7 +62,7 @@ def cold_tokens(engine, question) -> list[str]:
 
 def only_files(store: StateStore, document=DOCUMENT) -> tuple[Path, Path]:
     """The state and sidecar saved for the document (the only ones in the store)."""
-    entry, = store.entries()
+    (entry,) = store.entries()
     assert entry.document_sha256 == DocumentSession(document).document_sha256
     return store.folder / f"{entry.digest}.state", store.folder / f"{entry.digest}.json"
 
@@ -74,7 +81,9 @@ def test_a_cold_prefill_saves_only_the_prefix(engine, store):
 def test_a_new_engine_answers_from_the_saved_state_as_a_cold_prefill(engine, store, pair):
     ask(engine)
     target, draft = pair
-    fresh = Engine.load(ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1))
+    fresh = Engine.load(
+        ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1)
+    )
     try:
         assert fresh.state_store.folder == store.folder
         saved, saved_tokens, notices = ask(fresh, QUESTIONS[1])  # another question: only the prefix is shared
@@ -89,8 +98,14 @@ def test_a_new_engine_answers_from_the_saved_state_as_a_cold_prefill(engine, sto
 def test_a_loaded_prefix_then_serves_follow_ups_from_memory(engine, store):
     ask(engine)
     session = DocumentSession(DOCUMENT)
-    served = [next(e.result.served_by for e in engine.ask(session, q, "baseline", SETTINGS)
-                   if isinstance(e, RunFinished)) for q in QUESTIONS]
+    served = [
+        next(
+            e.result.served_by
+            for e in engine.ask(session, q, "baseline", SETTINGS)
+            if isinstance(e, RunFinished)
+        )
+        for q in QUESTIONS
+    ]
     assert served == ["saved_state", "cached_full"]
 
 
@@ -125,9 +140,16 @@ def other_runtime(state: Path, sidecar: Path) -> None:
     sidecar.write_text(json.dumps({**saved, "runtime": "llama-cpp-python 0.0.1"}))
 
 
-@pytest.mark.parametrize("damage, why", [(flip_bytes, "damaged"), (truncate, "bytes"),
-                                         (garble_sidecar, "could not be read"), (other_tokens, "tokens differ"),
-                                         (other_runtime, "saved by llama-cpp-python 0.0.1")])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (flip_bytes, "damaged"),
+        (truncate, "bytes"),
+        (garble_sidecar, "could not be read"),
+        (other_tokens, "tokens differ"),
+        (other_runtime, "saved by llama-cpp-python 0.0.1"),
+    ],
+)
 def test_a_damaged_state_gets_a_notice_and_a_cold_prefill(engine, store, damage, why):
     _, cold, _ = ask(engine)
     state, sidecar = only_files(store)
@@ -145,14 +167,24 @@ def test_another_documents_state_is_never_loaded(engine, store):
     ask(engine)
     state, sidecar = only_files(store)
     # Someone else's files under this document's name: the sidecar's key gives them away.
-    digest = key_digest(DocumentSession(other).key(engine.info.target_path, engine.info.draft_path,
-                                                  SETTINGS.system_prompt, engine.info.n_ctx, engine.info.flash_attn))
+    digest = key_digest(
+        DocumentSession(other).key(
+            engine.info.target_path,
+            engine.info.draft_path,
+            SETTINGS.system_prompt,
+            engine.info.n_ctx,
+            engine.info.flash_attn,
+        )
+    )
     shutil.copy(state, store.folder / f"{digest}.state")
     shutil.copy(sidecar, store.folder / f"{digest}.json")
     result, tokens, notices = ask(engine, document=other)
     assert result.served_by == "cold_full" and "another document" in notices[0]
-    assert tokens == [e.text for e in engine.stream(other, QUESTIONS[0], "baseline", SETTINGS)
-                      if isinstance(e, TokenGenerated)]
+    assert tokens == [
+        e.text
+        for e in engine.stream(other, QUESTIONS[0], "baseline", SETTINGS)
+        if isinstance(e, TokenGenerated)
+    ]
 
 
 def test_another_system_prompt_has_a_state_of_its_own(engine, store):
@@ -172,7 +204,10 @@ def test_the_least_recently_used_state_is_evicted_over_the_cap(engine, store):
     ask(engine, document=docs[2])
     kept = {e.document_sha256 for e in store.entries()}
     assert kept == {DocumentSession(docs[0]).document_sha256, DocumentSession(docs[2]).document_sha256}
-    assert sorted(p.suffix for p in store.folder.glob("*.*") if p.suffix != ".lock") == [".json"] * 2 + [".state"] * 2
+    assert (
+        sorted(p.suffix for p in store.folder.glob("*.*") if p.suffix != ".lock")
+        == [".json"] * 2 + [".state"] * 2
+    )
 
 
 def test_a_cap_of_zero_saves_and_loads_nothing(engine, store):
@@ -233,9 +268,29 @@ def test_a_second_chat_process_answers_from_the_saved_state_a_damaged_one_says_s
     doc.write_text(DOCUMENT)
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), HF_HUB_OFFLINE="1")
     target, draft = pair
-    command = [sys.executable, "-m", "engine.cli", "chat", "--doc", str(doc), "--target", str(target),
-               "--draft", str(draft), "--threads", "1", "--n-ctx", "512", "--max-new-tokens", "4",
-               "--mode", "baseline", "--json", "--question", QUESTIONS[0]]
+    command = [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "chat",
+        "--doc",
+        str(doc),
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--threads",
+        "1",
+        "--n-ctx",
+        "512",
+        "--max-new-tokens",
+        "4",
+        "--mode",
+        "baseline",
+        "--json",
+        "--question",
+        QUESTIONS[0],
+    ]
 
     def chat() -> tuple[dict, str]:
         proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -246,7 +301,7 @@ def test_a_second_chat_process_answers_from_the_saved_state_a_damaged_one_says_s
     assert [a["served_by"] for a in answers] == ["cold_full", "saved_state"]
     assert answers[0]["answer"] == answers[1]["answer"]
     assert answers[1]["prefill_tokens"] < answers[1]["prompt_tokens"]
-    state, = (tmp_path / "cache" / "specprefill" / "states").glob("*.state")
+    (state,) = (tmp_path / "cache" / "specprefill" / "states").glob("*.state")
     flip_bytes(state, state.with_suffix(".json"))
     damaged, stderr = chat()
     assert damaged["served_by"] == "cold_full" and damaged["answer"] == answers[0]["answer"]
@@ -258,8 +313,11 @@ def test_a_state_saved_under_one_flash_attention_setting_is_not_used_under_the_o
     assert engine.info.flash_attn == "off"  # auto on the CPU
     ask(engine)
     target, draft = pair
-    flash = Engine.load(ModelSettings(target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1,
-                                      flash_attn="on"))
+    flash = Engine.load(
+        ModelSettings(
+            target_path=target, draft_path=draft, n_ctx=512, n_batch=64, n_threads=1, flash_attn="on"
+        )
+    )
     try:
         assert flash.info.flash_attn == "on" and flash.runtime.context.flash_attn == "on"
         result, _, notices = ask(flash)

@@ -22,7 +22,7 @@ def tiny_pair():
 
 def naive_pool(row: np.ndarray, kernel: int) -> np.ndarray:
     half = kernel // 2
-    return np.array([row[max(0, i - half): i + half + 1].mean() for i in range(len(row))])
+    return np.array([row[max(0, i - half) : i + half + 1].mean() for i in range(len(row))])
 
 
 def naive_importance(model_eager, tokens, lookahead_tokens, steps, kernel, mask=None, first_layer=0):
@@ -32,13 +32,17 @@ def naive_importance(model_eager, tokens, lookahead_tokens, steps, kernel, mask=
     full = torch.tensor([tokens + lookahead_tokens])
     with torch.no_grad():
         out = model_eager(full, attention_mask=mask, output_attentions=True)
-    return np.mean([naive_row(out.attentions, n - 1 + j, n, kernel, first_layer) for j in range(steps)], axis=0)
+    return np.mean(
+        [naive_row(out.attentions, n - 1 + j, n, kernel, first_layer) for j in range(steps)], axis=0
+    )
 
 
 def naive_row(attentions, query: int, n: int, kernel: int, first_layer: int) -> np.ndarray:
     """One query's attention over the first n keys, each head's row pooled, then the max over layers
     (from first_layer on) x heads."""
-    rows = [att[0, h, query, :n].double().numpy() for att in attentions[first_layer:] for h in range(att.shape[1])]
+    rows = [
+        att[0, h, query, :n].double().numpy() for att in attentions[first_layer:] for h in range(att.shape[1])
+    ]
     return np.max([naive_pool(r, kernel) for r in rows], axis=0)
 
 
@@ -71,8 +75,9 @@ def naive_question_importance(model_eager, tokens, n_rows, kernel, first_layer=0
     n = len(tokens)
     with torch.no_grad():
         out = model_eager(torch.tensor([tokens]), output_attentions=True)
-    return np.mean([naive_row(out.attentions, i, n, kernel, first_layer) for i in range(n - 1 - n_rows, n - 1)],
-                   axis=0)
+    return np.mean(
+        [naive_row(out.attentions, i, n, kernel, first_layer) for i in range(n - 1 - n_rows, n - 1)], axis=0
+    )
 
 
 @pytest.mark.parametrize("prefill_chunk,first_layer", [(7, 0), (1024, 1)])
@@ -100,7 +105,9 @@ def test_question_rows_read_the_keys_a_windowed_prefill_cuts():
     params = ScoringParams(lookahead=3, kernel=1, question_rows=9)
     windowed = scorer.score(tokens, replace(params, window=5)).importance
     np.testing.assert_allclose(windowed, scorer.score(tokens, params).importance, atol=1e-6, rtol=0)
-    assert not np.allclose(windowed, scorer.score(tokens, replace(params, question_rows=0)).importance, atol=1e-4)
+    assert not np.allclose(
+        windowed, scorer.score(tokens, replace(params, question_rows=0)).importance, atol=1e-4
+    )
 
 
 def test_question_rows_skip_a_reused_prefix():
@@ -129,7 +136,9 @@ def test_a_first_layer_the_draft_lacks_is_a_settings_error(first_layer):
 
 def test_scoring_params_come_from_the_run_settings():
     settings = RunSettings(lookahead=3, kernel=5, draft_window=0, first_scored_layer=12)
-    assert ScoringParams.from_settings(settings) == ScoringParams(lookahead=3, kernel=5, window=0, first_layer=12)
+    assert ScoringParams.from_settings(settings) == ScoringParams(
+        lookahead=3, kernel=5, window=0, first_layer=12
+    )
     assert ScoringParams.from_settings(settings, question_rows=7).question_rows == 7  # on by default
     look_ahead_only = RunSettings(score_question=False)
     assert ScoringParams.from_settings(look_ahead_only, question_rows=7).question_rows == 0
@@ -142,7 +151,7 @@ def windowed_prefill_mask(length: int, n_body: int, chunk: int, recent: int, sin
     for i in range(n_body):
         start = i - i % chunk
         if start > sinks + recent:
-            allowed[i, sinks:start - recent] = False
+            allowed[i, sinks : start - recent] = False
     return torch.zeros(length, length).masked_fill(~allowed, float("-inf"))[None, None]
 
 
@@ -163,8 +172,10 @@ def test_window_wider_than_the_prompt_changes_nothing():
     model = tiny_qwen2()
     tokens = list(np.random.default_rng(3).integers(0, 96, size=40))
     scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=8, window_sinks=2)
-    np.testing.assert_array_equal(scorer.score(tokens, ScoringParams(lookahead=2, window=64)).importance,
-                                  scorer.score(tokens, ScoringParams(lookahead=2)).importance)
+    np.testing.assert_array_equal(
+        scorer.score(tokens, ScoringParams(lookahead=2, window=64)).importance,
+        scorer.score(tokens, ScoringParams(lookahead=2)).importance,
+    )
 
 
 def test_lookahead_tokens_are_greedy():
@@ -175,7 +186,7 @@ def test_lookahead_tokens_are_greedy():
     with torch.no_grad():
         for _ in range(3):
             seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
-    assert result.lookahead_tokens == seq[len(tokens):]
+    assert result.lookahead_tokens == seq[len(tokens) :]
 
 
 def test_lookahead_stops_at_eos():

@@ -46,7 +46,7 @@ def test_chunk_scores_of_rows_are_each_rows_chunk_scores():
     assert means.shape == maxima.shape == (3, 2, 3)
     for i, j in np.ndindex(3, 2):
         np.testing.assert_allclose(means[i, j], chunk_scores(rows[i, j], 32))
-        np.testing.assert_allclose(maxima[i, j], [rows[i, j, a:a + 32].max() for a in (0, 32, 64)])
+        np.testing.assert_allclose(maxima[i, j], [rows[i, j, a : a + 32].max() for a in (0, 32, 64)])
 
 
 def test_protected_chunks_head_and_tail():

@@ -35,8 +35,16 @@ class FakeEngine:
         self.cancelled_at: list[float] = []
 
     def ask(self, session, question, mode, settings, cancel):
-        self.calls.append(dict(session=session, document=session.text, question=question, mode=mode,
-                               settings=settings, cancel=cancel))
+        self.calls.append(
+            dict(
+                session=session,
+                document=session.text,
+                question=question,
+                mode=mode,
+                settings=settings,
+                cancel=cancel,
+            )
+        )
 
         def events():
             self.started.set()
@@ -50,11 +58,24 @@ class FakeEngine:
                 yield TokenGenerated("spec", piece, i)
             served = "spec" if session.answered == 0 else "spec_cached_draft"
             n = len(self.pieces[: settings.max_new_tokens])
-            yield RunFinished("spec", RunResult(
-                run="spec", answer="".join(self.pieces), prompt_tokens=1000, prefill_tokens=200, ttft_s=0.25,
-                decode_tok_s=10.0, generated_tokens=n, tokenize_s=0.01, target_prefill_s=0.1, kept_fraction=0.2,
-                positions="restore", served_by=served,
-                stop_reason="max_new_tokens" if n < len(self.pieces) else "eos"))
+            yield RunFinished(
+                "spec",
+                RunResult(
+                    run="spec",
+                    answer="".join(self.pieces),
+                    prompt_tokens=1000,
+                    prefill_tokens=200,
+                    ttft_s=0.25,
+                    decode_tok_s=10.0,
+                    generated_tokens=n,
+                    tokenize_s=0.01,
+                    target_prefill_s=0.1,
+                    kept_fraction=0.2,
+                    positions="restore",
+                    served_by=served,
+                    stop_reason="max_new_tokens" if n < len(self.pieces) else "eos",
+                ),
+            )
             session.answered += 1
 
         return events()
@@ -99,17 +120,27 @@ def server(fake, free_port):
 
 
 def chat_body(**extra) -> dict:
-    return {"model": MODEL, "messages": [{"role": "user", "content": f"{DOC}\n\nWhere is the green stone?"}],
-            **extra}
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": f"{DOC}\n\nWhere is the green stone?"}],
+        **extra,
+    }
 
 
 def post(server: Server, body, **kwargs) -> httpx.Response:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(server.url + "/v1/chat/completions", content=content, timeout=10,
-                      headers={"content-type": "application/json", **kwargs.pop("headers", {})}, **kwargs)
+    return httpx.post(
+        server.url + "/v1/chat/completions",
+        content=content,
+        timeout=10,
+        headers={"content-type": "application/json", **kwargs.pop("headers", {})},
+        **kwargs,
+    )
 
 
-def assert_error(response: httpx.Response, status: int, code: str | None = None, param: str | None = None) -> dict:
+def assert_error(
+    response: httpx.Response, status: int, code: str | None = None, param: str | None = None
+) -> dict:
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["message"]
@@ -136,14 +167,23 @@ def test_a_completion_carries_the_specprefill_usage_and_a_later_turn_reuses_the_
     assert first.choices[0].message.content == "The green stone."
     assert first.choices[0].finish_reason == "stop"
     usage = first.usage.model_dump()
-    assert usage["prompt_tokens"] == 1000 and usage["completion_tokens"] == 4 and usage["total_tokens"] == 1004
+    assert (
+        usage["prompt_tokens"] == 1000 and usage["completion_tokens"] == 4 and usage["total_tokens"] == 1004
+    )
     spec = usage["specprefill"]
     assert spec["mode"] == "spec" and spec["kept_fraction"] == 0.2 and spec["ttft_s"] == 0.25
-    assert spec["served_by"] == "spec" and spec["positions"] == "restore" and "prefill_tokens" in spec["selection"]
+    assert (
+        spec["served_by"] == "spec"
+        and spec["positions"] == "restore"
+        and "prefill_tokens" in spec["selection"]
+    )
     assert fake.calls[0]["document"] == DOC and fake.calls[0]["question"] == "Where is the green stone?"
 
-    messages = [*chat_body()["messages"], {"role": "assistant", "content": "Under the bridge."},
-                {"role": "user", "content": "And the red one?"}]
+    messages = [
+        *chat_body()["messages"],
+        {"role": "assistant", "content": "Under the bridge."},
+        {"role": "user", "content": "And the red one?"},
+    ]
     second = client(server).chat.completions.create(model=MODEL, messages=messages)
     assert second.usage.model_dump()["specprefill"]["served_by"] == "spec_cached_draft"
     assert fake.calls[1]["session"] is fake.calls[0]["session"]
@@ -151,10 +191,16 @@ def test_a_completion_carries_the_specprefill_usage_and_a_later_turn_reuses_the_
 
 
 def test_a_stream_sends_chunks_then_the_usage_then_done(server):
-    with httpx.stream("POST", server.url + "/v1/chat/completions", timeout=10,
-                      json=chat_body(stream=True, stream_options={"include_usage": True})) as response:
-        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
-        events = [line[len("data: "):] for line in response.iter_lines() if line.startswith("data: ")]
+    with httpx.stream(
+        "POST",
+        server.url + "/v1/chat/completions",
+        timeout=10,
+        json=chat_body(stream=True, stream_options={"include_usage": True}),
+    ) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith(
+            "text/event-stream"
+        )
+        events = [line[len("data: ") :] for line in response.iter_lines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
@@ -165,8 +211,9 @@ def test_a_stream_sends_chunks_then_the_usage_then_done(server):
 
 
 def test_the_openai_client_streams_with_usage(server):
-    stream = client(server).chat.completions.create(model=MODEL, messages=chat_body()["messages"], stream=True,
-                                                    stream_options={"include_usage": True})
+    stream = client(server).chat.completions.create(
+        model=MODEL, messages=chat_body()["messages"], stream=True, stream_options={"include_usage": True}
+    )
     chunks = list(stream)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "The green stone."
     assert chunks[-1].usage.model_dump()["specprefill"]["kept_fraction"] == 0.2
@@ -179,11 +226,20 @@ def test_without_include_usage_a_stream_has_no_usage_chunk(server):
 
 
 def test_request_fields_reach_the_engine(server, fake):
-    body = chat_body(max_completion_tokens=2, temperature=0, top_p=1, seed=7,
-                     specprefill={"mode": "baseline", "keep": "auto"})
+    body = chat_body(
+        max_completion_tokens=2,
+        temperature=0,
+        top_p=1,
+        seed=7,
+        specprefill={"mode": "baseline", "keep": "auto"},
+    )
     reply = post(server, body).json()
     call = fake.calls[-1]
-    assert call["mode"] == "baseline" and call["settings"].keep == "auto" and call["settings"].max_new_tokens == 2
+    assert (
+        call["mode"] == "baseline"
+        and call["settings"].keep == "auto"
+        and call["settings"].max_new_tokens == 2
+    )
     assert reply["choices"][0]["finish_reason"] == "length" and reply["usage"]["completion_tokens"] == 2
     post(server, chat_body(specprefill={"keep": 0.3}))
     assert fake.calls[-1]["settings"].keep == 0.3 and fake.calls[-1]["mode"] == "auto"
@@ -199,7 +255,9 @@ def test_a_stop_sequence_cuts_the_answer(server):
     reply = post(server, chat_body(stop=[" sto"])).json()
     assert reply["choices"][0]["message"]["content"] == "The green"
     assert reply["choices"][0]["finish_reason"] == "stop"
-    with httpx.stream("POST", server.url + "/v1/chat/completions", json=chat_body(stream=True, stop="green")) as r:
+    with httpx.stream(
+        "POST", server.url + "/v1/chat/completions", json=chat_body(stream=True, stop="green")
+    ) as r:
         chunks = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "The "
 
@@ -219,27 +277,39 @@ def test_bad_json_is_a_400_error_object(server):
     assert_error(post(server, b"[1, 2]"), 400, "invalid_json")
 
 
-@pytest.mark.parametrize(("field", "value"), [("temperature", 0.7), ("top_p", 0.5), ("n", 2),
-                                              ("tools", [{"type": "function"}]), ("frequency_penalty", 1.0),
-                                              ("logprobs", True), ("no_such_field", 1)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("temperature", 0.7),
+        ("top_p", 0.5),
+        ("n", 2),
+        ("tools", [{"type": "function"}]),
+        ("frequency_penalty", 1.0),
+        ("logprobs", True),
+        ("no_such_field", 1),
+    ],
+)
 def test_a_field_the_server_cannot_honour_is_refused(server, field, value):
     error = assert_error(post(server, chat_body(**{field: value})), 400, "unsupported_parameter", field)
     if field == "temperature":
         assert "greedily" in error["message"]
 
 
-@pytest.mark.parametrize("body", [
-    chat_body(messages=[]),
-    chat_body(messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]),
-    chat_body(messages=[{"role": "tool", "content": "x"}]),
-    chat_body(max_tokens=0),
-    chat_body(max_tokens=3, max_completion_tokens=4),
-    chat_body(stop=["a", "b", "c", "d", "e"]),
-    chat_body(stream_options={"include_usage": True}),
-    chat_body(specprefill={"mode": "fast"}),
-    chat_body(specprefill={"keep": 1.5}),
-    chat_body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        chat_body(messages=[]),
+        chat_body(messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]),
+        chat_body(messages=[{"role": "tool", "content": "x"}]),
+        chat_body(max_tokens=0),
+        chat_body(max_tokens=3, max_completion_tokens=4),
+        chat_body(stop=["a", "b", "c", "d", "e"]),
+        chat_body(stream_options={"include_usage": True}),
+        chat_body(specprefill={"mode": "fast"}),
+        chat_body(specprefill={"keep": 1.5}),
+        chat_body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
+    ],
+)
 def test_a_malformed_request_is_a_400(server, fake, body):
     assert_error(post(server, body), 400)
     assert fake.calls == []
@@ -259,6 +329,7 @@ def test_a_body_over_the_limit_is_a_413(fake, free_port):
         def chunked():  # no Content-Length: the limit holds on what arrives
             for _ in range(10):
                 yield b" " * 1000
+
         response = httpx.post(server.url + "/v1/chat/completions", content=chunked(), timeout=10)
         assert_error(response, 413, "body_too_large")
         assert post(server, chat_body(messages=[{"role": "user", "content": "Hi?"}])).status_code == 200
@@ -275,7 +346,9 @@ def test_with_an_api_key_every_route_but_health_needs_it(fake, free_port):
         assert fake.calls == []
         with pytest.raises(openai.AuthenticationError):
             client(server, "wrong").models.list()
-        reply = client(server, "s3cret").chat.completions.create(model=MODEL, messages=chat_body()["messages"])
+        reply = client(server, "s3cret").chat.completions.create(
+            model=MODEL, messages=chat_body()["messages"]
+        )
         assert reply.choices[0].message.content == "The green stone."
 
 
@@ -319,8 +392,10 @@ def test_a_waiting_completion_whose_client_goes_away_is_cancelled_within_a_secon
     fake.hold.set()
     body = json.dumps(chat_body()).encode()
     with socket.create_connection(("127.0.0.1", server.port)) as raw:
-        raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        raw.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         assert fake.started.wait(5)
     gone = time.monotonic()
     while not fake.cancelled_at and time.monotonic() < gone + 5:

@@ -26,8 +26,9 @@ def test_listening_beyond_loopback_without_a_key_is_refused_with_one_line():
     env = child_env()
     env.pop("SPECPREFILL_API_KEY", None)
     with owned_cwd() as cwd:
-        done = subprocess.run(serve_command("--host", "0.0.0.0"), cwd=cwd, env=env, capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            serve_command("--host", "0.0.0.0"), cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+        )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--api-key" in lines[0] and "0.0.0.0" in lines[0], done.stderr
@@ -49,8 +50,21 @@ def wait_until_healthy(proc: subprocess.Popen, url: str, timeout_s: float = 120)
 def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path, free_port):
     target, draft = write_tiny_pair(tmp_path / "models")
     env = dict(child_env(), XDG_CACHE_HOME=str(tmp_path / "cache"))
-    args = ("--port", str(free_port), "--target", str(target), "--draft", str(draft), "--threads", "1",
-            "--n-ctx", "1024", "--model-name", "tiny", "--no-background-prefill")
+    args = (
+        "--port",
+        str(free_port),
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--threads",
+        "1",
+        "--n-ctx",
+        "1024",
+        "--model-name",
+        "tiny",
+        "--no-background-prefill",
+    )
     url = f"http://127.0.0.1:{free_port}"
     with owned_cwd() as cwd:
         proc = subprocess.Popen(serve_command(*args), cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
@@ -59,8 +73,12 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path, free_port
             first_chunk, events = threading.Event(), []
 
             def ask() -> None:
-                body = {"model": "tiny", "max_tokens": 200, "stream": True,
-                        "messages": [{"role": "user", "content": "Tell a long story."}]}
+                body = {
+                    "model": "tiny",
+                    "max_tokens": 200,
+                    "stream": True,
+                    "messages": [{"role": "user", "content": "Tell a long story."}],
+                }
                 with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=60) as response:
                     for line in response.iter_lines():
                         if line.startswith("data: "):

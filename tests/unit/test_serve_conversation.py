@@ -40,14 +40,23 @@ def test_a_short_message_has_no_document():
 
 
 def test_text_parts_are_joined():
-    messages = parse_messages([{"role": "user", "content": [{"type": "text", "text": "a"},
-                                                            {"type": "text", "text": "b"}]}])
+    messages = parse_messages(
+        [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    )
     assert messages[0].text == "a\nb"
 
 
-@pytest.mark.parametrize("raw", [[], [{"role": "assistant", "content": "x"}], [{"role": "user", "content": " "}],
-                                 [{"role": "tool", "content": "x"}], ["text"],
-                                 [{"role": "user", "content": 3}]])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        [],
+        [{"role": "assistant", "content": "x"}],
+        [{"role": "user", "content": " "}],
+        [{"role": "tool", "content": "x"}],
+        ["text"],
+        [{"role": "user", "content": 3}],
+    ],
+)
 def test_conversations_the_engine_cannot_answer_are_refused(raw):
     with pytest.raises(ApiError) as error:
         parse_messages(raw)

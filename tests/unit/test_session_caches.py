@@ -22,7 +22,9 @@ from engine.pipeline.draft_cache import DraftCaches
 from engine.pipeline.state_store import StateStore
 
 # Several of the engine's 64-token batches, so a fill has batches to be interrupted between.
-DOCUMENT = " ".join(f"Shelf {i} holds the {['oak', 'pine', 'ash', 'elm'][i % 4]} box number {i * 3}." for i in range(11))
+DOCUMENT = " ".join(
+    f"Shelf {i} holds the {['oak', 'pine', 'ash', 'elm'][i % 4]} box number {i * 3}." for i in range(11)
+)
 QUESTIONS = ["Which shelf holds box 27?", "What wood is shelf 5?", "How many shelves are there?"]
 
 
@@ -66,8 +68,9 @@ def test_a_follow_up_spec_run_scores_with_the_cached_draft_as_a_cold_one_does(en
     cold, cold_events = ask(engine, session, QUESTIONS[0], "spec")
     cached, cached_events = ask(engine, session, QUESTIONS[0], "spec")
     assert (cold.served_by, cached.served_by) == ("spec", "spec_cached_draft")
-    np.testing.assert_allclose(selection(cached_events).chunk_scores, selection(cold_events).chunk_scores,
-                               rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(
+        selection(cached_events).chunk_scores, selection(cold_events).chunk_scores, rtol=1e-5, atol=1e-9
+    )
     assert selection(cached_events).kept_chunks == selection(cold_events).kept_chunks
     assert cached.answer == cold.answer
     assert engine.draft_caches.total_bytes() > 0
@@ -151,8 +154,9 @@ class CancelAfter(CancelToken):
         return self.polls < 0
 
 
-def test_a_fill_aborted_inside_a_batch_resumes_from_the_batch_before_and_answers_as_cold(engine, monkeypatch,
-                                                                                         caplog):
+def test_a_fill_aborted_inside_a_batch_resumes_from_the_batch_before_and_answers_as_cold(
+    engine, monkeypatch, caplog
+):
     session = DocumentSession(DOCUMENT)
     ask(engine, session, QUESTIONS[0])
     context = engine._prefix_runtime().context
@@ -199,7 +203,10 @@ def test_compare_on_a_follow_up_is_the_cached_full_document_against_the_cached_d
     first = finished(engine.ask_both(session, QUESTIONS[0], settings()))
     follow_up = finished(engine.ask_both(session, QUESTIONS[1], settings()))
     assert [(r.run, r.served_by) for r in first] == [("spec", "spec"), ("baseline", "cold_full")]
-    assert [(r.run, r.served_by) for r in follow_up] == [("spec", "spec_cached_draft"), ("baseline", "cached_full")]
+    assert [(r.run, r.served_by) for r in follow_up] == [
+        ("spec", "spec_cached_draft"),
+        ("baseline", "cached_full"),
+    ]
     assert session.answered == 2
 
 
@@ -221,7 +228,14 @@ def test_the_session_benchmark_measures_each_path_it_names(engine):
 
     items = list(run_session_bench(engine, DOCUMENT, [300], settings()))
     served = [e.result.served_by for e in items if isinstance(e, RunFinished)]
-    assert served == ["spec", "spec_cached_draft", "spec_cached_draft", "cold_full", "cached_full", "saved_state"]
+    assert served == [
+        "spec",
+        "spec_cached_draft",
+        "spec_cached_draft",
+        "cold_full",
+        "cached_full",
+        "saved_state",
+    ]
     (row,) = [i for i in items if isinstance(i, SessionBenchRow)]
     assert row.tokens == 300 and row.prompt_tokens > 300 and 0 < row.question_tokens < row.tokens
     assert min(row.cold_full_ttft_s, row.cold_spec_ttft_s, row.cached_full_ttft_s, row.saved_state_ttft_s) > 0

@@ -19,29 +19,37 @@ from engine.core.settings import SESSION_ONLY_SETTINGS, ModelSettings, RunSettin
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("values, needle", [
-    (dict(lookahead=0), "lookahead"),
-    (dict(chunk_size=0), "chunk size"),
-    (dict(keep=0.0), "keep must be in (0, 1]"),
-    (dict(keep=1.5), "keep must be in (0, 1]"),
-    (dict(keep=math.nan), "keep"),
-    (dict(kernel=12), "odd"),
-    (dict(kernel=0), "kernel"),
-    (dict(positions="gap"), "positions must be one of"),
-    (dict(max_new_tokens=0), "max new tokens"),
-    (dict(draft_window=-1), "draft window"),
-])
+@pytest.mark.parametrize(
+    "values, needle",
+    [
+        (dict(lookahead=0), "lookahead"),
+        (dict(chunk_size=0), "chunk size"),
+        (dict(keep=0.0), "keep must be in (0, 1]"),
+        (dict(keep=1.5), "keep must be in (0, 1]"),
+        (dict(keep=math.nan), "keep"),
+        (dict(kernel=12), "odd"),
+        (dict(kernel=0), "kernel"),
+        (dict(positions="gap"), "positions must be one of"),
+        (dict(max_new_tokens=0), "max new tokens"),
+        (dict(draft_window=-1), "draft window"),
+    ],
+)
 def test_run_settings_refuse_bad_values(values, needle):
-    with pytest.raises(SettingsError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")):
+    with pytest.raises(
+        SettingsError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")
+    ):
         RunSettings(**values)
 
 
-@pytest.mark.parametrize("values, needle", [
-    (dict(n_threads=0), "threads"),
-    (dict(n_ctx=16), "context size"),
-    (dict(device="tpu"), "device"),
-    (dict(draft_quant="int4"), "draft quant"),
-])
+@pytest.mark.parametrize(
+    "values, needle",
+    [
+        (dict(n_threads=0), "threads"),
+        (dict(n_ctx=16), "context size"),
+        (dict(device="tpu"), "device"),
+        (dict(draft_quant="int4"), "draft quant"),
+    ],
+)
 def test_model_settings_refuse_bad_values(values, needle):
     with pytest.raises(SettingsError, match=needle):
         ModelSettings(**values)
@@ -59,8 +67,13 @@ def test_the_cli_defaults_are_the_schema_defaults():
 
 
 def _help_of(verb: str) -> str:
-    return subprocess.run([sys.executable, "-m", "engine.cli", verb, "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", verb, "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
 
 
 @pytest.mark.slow
@@ -85,8 +98,24 @@ def test_a_setting_on_by_default_can_be_turned_off_from_the_cli():
 @pytest.mark.slow
 def test_cli_values_are_checked_by_the_schema_before_anything_loads():
     # The document does not exist: a bad chunk size must be reported first, before any reading or loading.
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "run", "--doc", "no-such.pdf", "--question", "q",
-                           "--chunk-size", "0"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "run",
+            "--doc",
+            "no-such.pdf",
+            "--question",
+            "q",
+            "--chunk-size",
+            "0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "chunk size" in lines[0] and "no-such.pdf" not in lines[0]
@@ -110,8 +139,13 @@ CTRL_C_DURING_LOAD = textwrap.dedent("""
 def test_ctrl_c_while_the_models_load_stops_the_cli(tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text("A short document.")
-    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_DURING_LOAD, str(doc)], cwd=ROOT, text=True,
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_DURING_LOAD, str(doc)],
+        cwd=ROOT,
+        text=True,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         assert proc.stderr.readline().strip() == "LOADING"
         started = time.monotonic()

@@ -33,6 +33,7 @@ def cache_home(tmp_path, monkeypatch):
 
 # --- build_llama_wheel: the cache key ---------------------------------------------------------------
 
+
 def test_key_names_no_host_cpu_only_the_architecture():
     # One portable wheel (every CPU variant inside) serves every CPU of this architecture.
     patch = (REPO / "packaging" / "llama-cpp-gapped-positions.patch").read_bytes()
@@ -43,34 +44,48 @@ def test_key_names_no_host_cpu_only_the_architecture():
     assert build_llama_wheel.wheel_key(build_llama_wheel.extra_cmake_args("cpu", "")) == expected
 
 
-@pytest.mark.parametrize(("extra", "backend"), [
-    ("-DGGML_CUDA=on", "cuda"),
-    ("-DGGML_METAL=ON", "metal"),
-    ("-DGGML_VULKAN=1", "vulkan"),
-    ("-DGGML_HIP=on", "hip"),
-    ("-DGGML_HIPBLAS:BOOL=TRUE", "hip"),
-    ("-DGGML_CUDA=off", "cpu"),
-    ("-DGGML_NATIVE=off", "cpu"),
-])
+@pytest.mark.parametrize(
+    ("extra", "backend"),
+    [
+        ("-DGGML_CUDA=on", "cuda"),
+        ("-DGGML_METAL=ON", "metal"),
+        ("-DGGML_VULKAN=1", "vulkan"),
+        ("-DGGML_HIP=on", "hip"),
+        ("-DGGML_HIPBLAS:BOOL=TRUE", "hip"),
+        ("-DGGML_CUDA=off", "cpu"),
+        ("-DGGML_NATIVE=off", "cpu"),
+    ],
+)
 def test_extra_args_change_the_key_and_name_the_backend(extra, backend):
     key = build_llama_wheel.wheel_key(extra)
     assert key != build_llama_wheel.wheel_key()
     digest = hashlib.sha256(extra.encode()).hexdigest()[:8]
-    assert key.endswith(f"-patch-{key.split('-patch-')[1][:12]}-{backend}-{digest}-{platform.machine().lower()}")
+    assert key.endswith(
+        f"-patch-{key.split('-patch-')[1][:12]}-{backend}-{digest}-{platform.machine().lower()}"
+    )
     assert build_llama_wheel.backend_of(extra) == backend
 
 
 def test_key_does_not_change_with_the_host_cpu_flags(monkeypatch):
     before = build_llama_wheel.wheel_key()
     real_read_text = Path.read_text
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "flags : fpu avx2 amx_tile\n"
-                        if str(self) == "/proc/cpuinfo" else real_read_text(self, *a, **k))
+    monkeypatch.setattr(
+        Path,
+        "read_text",
+        lambda self, *a, **k: (
+            "flags : fpu avx2 amx_tile\n" if str(self) == "/proc/cpuinfo" else real_read_text(self, *a, **k)
+        ),
+    )
     assert build_llama_wheel.wheel_key() == before
 
 
 def test_the_build_is_portable_with_the_four_x86_variants():
     args = build_llama_wheel.our_cmake_args("x86_64")
-    assert "-DGGML_NATIVE=OFF" in args and "-DGGML_BACKEND_DL=ON" in args and "-DGGML_CPU_ALL_VARIANTS=ON" in args
+    assert (
+        "-DGGML_NATIVE=OFF" in args
+        and "-DGGML_BACKEND_DL=ON" in args
+        and "-DGGML_CPU_ALL_VARIANTS=ON" in args
+    )
     assert "-DGGML_CPU_VARIANT_ONLY=x64,haswell,skylakex,sapphirerapids" in args
     assert "VARIANT_ONLY" not in build_llama_wheel.our_cmake_args("aarch64")  # llama.cpp's own ARM set
 
@@ -85,19 +100,26 @@ def test_gpu_choice_and_user_cmake_args_are_appended_after_ours(monkeypatch):
 
 # --- build_llama_wheel: building, failing, installing ------------------------------------------------
 
+
 def fake_build(monkeypatch, tmp_path, script: str) -> None:
     """Skip the sdist download and patch; the 'build' is a Python one-liner given the output folder."""
     monkeypatch.setattr(build_llama_wheel, "download_sdist", lambda dest, log: tmp_path / "sdist.tar.gz")
     monkeypatch.setattr(build_llama_wheel, "unpack_and_patch", lambda sdist, work, log: tmp_path)
-    monkeypatch.setattr(build_llama_wheel, "wheel_command",
-                        lambda src, out_dir: [sys.executable, "-c", script, str(out_dir)])
-    monkeypatch.setattr(build_llama_wheel, "build_rpc_server",
-                        lambda src, wheel, out_dir, log: (out_dir / build_llama_wheel.RPC_SERVER).write_bytes(b"rpc"))
+    monkeypatch.setattr(
+        build_llama_wheel, "wheel_command", lambda src, out_dir: [sys.executable, "-c", script, str(out_dir)]
+    )
+    monkeypatch.setattr(
+        build_llama_wheel,
+        "build_rpc_server",
+        lambda src, wheel, out_dir, log: (out_dir / build_llama_wheel.RPC_SERVER).write_bytes(b"rpc"),
+    )
 
 
 FAILING_BUILD = "import sys\nfor i in range(100): print(f'build line {i}')\nsys.exit(3)"
-WRITING_BUILD = ("import pathlib, sys\nprint('compiling')\n"
-                 "pathlib.Path(sys.argv[1], 'llama_cpp_python-0.3.36-py3-none-any.whl').write_bytes(b'wheel')")
+WRITING_BUILD = (
+    "import pathlib, sys\nprint('compiling')\n"
+    "pathlib.Path(sys.argv[1], 'llama_cpp_python-0.3.36-py3-none-any.whl').write_bytes(b'wheel')"
+)
 
 
 def test_a_failed_build_shows_the_log_tail_the_log_path_and_a_hint(cache_home, tmp_path, monkeypatch, capsys):
@@ -107,7 +129,10 @@ def test_a_failed_build_shows_the_log_tail_the_log_path_and_a_hint(cache_home, t
     assert out == ""  # stdout carries only a wheel's path
     log = cache_home / "specprefill" / "wheels" / f"build-{build_llama_wheel.wheel_key()}.log"
     assert "build line 0\n" in log.read_text() and "build line 99\n" in log.read_text()
-    assert f"about {build_llama_wheel.BUILD_MINUTES_ON_2_CORES} minutes on 2 cores" in err and f"full output: {log}" in err
+    assert (
+        f"about {build_llama_wheel.BUILD_MINUTES_ON_2_CORES} minutes on 2 cores" in err
+        and f"full output: {log}" in err
+    )
     tail = err.split(f"---- last 40 lines of {log} ----\n", 1)[1].split("---- end of the log's tail ----")[0]
     assert tail.splitlines() == [f"build line {i}" for i in range(60, 100)]
     assert "build FAILED (python exited with status 3)" in err
@@ -143,8 +168,11 @@ def test_a_built_wheel_is_cached_printed_and_reused(cache_home, tmp_path, monkey
 def test_install_mode_force_reinstalls_the_wheel_into_this_interpreter(cache_home, tmp_path, monkeypatch):
     fake_build(monkeypatch, tmp_path, WRITING_BUILD)
     commands = []
-    monkeypatch.setattr(build_llama_wheel.subprocess, "run",
-                        lambda cmd, **kwargs: commands.append(cmd) or subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(
+        build_llama_wheel.subprocess,
+        "run",
+        lambda cmd, **kwargs: commands.append(cmd) or subprocess.CompletedProcess(cmd, 0),
+    )
     lib_dir = tmp_path / "site-packages" / "llama_cpp" / "lib"
     lib_dir.mkdir(parents=True)
     monkeypatch.setattr(build_llama_wheel, "installed_lib_dir", lambda: lib_dir)
@@ -159,22 +187,28 @@ def test_install_mode_force_reinstalls_the_wheel_into_this_interpreter(cache_hom
 def test_the_rpc_worker_compiles_against_the_wheels_own_ggml(tmp_path):
     cmd = build_llama_wheel.rpc_server_command(tmp_path / "src", tmp_path / "libs", tmp_path / "out")
     assert str(tmp_path / "src" / "vendor" / "llama.cpp" / "tools" / "rpc" / "rpc-server.cpp") in cmd
-    assert cmd[cmd.index("-L") + 1] == str(tmp_path / "libs") and "-lggml" in cmd and "-Wl,-rpath,$ORIGIN" in cmd
+    assert (
+        cmd[cmd.index("-L") + 1] == str(tmp_path / "libs") and "-lggml" in cmd and "-Wl,-rpath,$ORIGIN" in cmd
+    )
 
 
 # --- install_torch -----------------------------------------------------------------------------------
+
 
 def test_the_torch_version_is_the_one_pyproject_pins():
     dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     assert f"torch=={install_torch.TORCH_VERSION}" in dependencies
 
 
-@pytest.mark.parametrize(("gpu", "platform", "requirement", "fallback"), [
-    ("cpu", "linux", "torch==2.13.0+cpu", install_torch.CPU_INDEX_URL),
-    ("cpu", "win32", "torch==2.13.0+cpu", install_torch.CPU_INDEX_URL),
-    ("cpu", "darwin", "torch==2.13.0", None),
-    ("cuda", "linux", "torch==2.13.0,!=2.13.0+cpu", None),  # a find-links +cpu wheel must not win
-])
+@pytest.mark.parametrize(
+    ("gpu", "platform", "requirement", "fallback"),
+    [
+        ("cpu", "linux", "torch==2.13.0+cpu", install_torch.CPU_INDEX_URL),
+        ("cpu", "win32", "torch==2.13.0+cpu", install_torch.CPU_INDEX_URL),
+        ("cpu", "darwin", "torch==2.13.0", None),
+        ("cuda", "linux", "torch==2.13.0,!=2.13.0+cpu", None),  # a find-links +cpu wheel must not win
+    ],
+)
 def test_the_torch_plan_per_gpu_and_platform(gpu, platform, requirement, fallback):
     plan = install_torch.plan_for(gpu, platform, environ={})
     assert (plan.requirement, plan.fallback_index, plan.first_index) == (requirement, fallback, None)
@@ -184,30 +218,45 @@ def test_cuda_torch_can_come_from_another_index():
     plan = install_torch.plan_for("cuda", "linux", environ={"TORCH_INDEX_URL": "https://example/cu128"})
     assert plan.first_index == "https://example/cu128" and "several GB" in plan.why
     assert install_torch.pip_install_command(plan.requirement, plan.first_index)[-2:] == [
-        "--extra-index-url", "https://example/cu128"]
+        "--extra-index-url",
+        "https://example/cu128",
+    ]
 
 
-@pytest.mark.parametrize(("gpu", "installed", "right"), [
-    ("cpu", "2.13.0+cpu", True),
-    ("cpu", "2.13.0", False),  # PyPI's Linux wheel: the CUDA build
-    ("cpu", "2.12.0+cpu", False),
-    ("cpu", None, False),
-    ("cuda", "2.13.0", True),
-    ("cuda", "2.13.0+cu128", True),
-    ("cuda", "2.13.0+cpu", False),
-])
+@pytest.mark.parametrize(
+    ("gpu", "installed", "right"),
+    [
+        ("cpu", "2.13.0+cpu", True),
+        ("cpu", "2.13.0", False),  # PyPI's Linux wheel: the CUDA build
+        ("cpu", "2.12.0+cpu", False),
+        ("cpu", None, False),
+        ("cuda", "2.13.0", True),
+        ("cuda", "2.13.0+cu128", True),
+        ("cuda", "2.13.0+cpu", False),
+    ],
+)
 def test_the_installed_flavour_is_recognised(gpu, installed, right):
-    assert install_torch.is_right_flavour(install_torch.plan_for(gpu, "linux", environ={}), installed) is right
+    assert (
+        install_torch.is_right_flavour(install_torch.plan_for(gpu, "linux", environ={}), installed) is right
+    )
 
 
-@pytest.mark.parametrize(("first_output", "retried"), [
-    ("ERROR: No matching distribution found for torch==2.13.0+cpu", True),
-    ("ERROR: HTTP error 503", False),
-])
-def test_the_cpu_index_is_tried_only_when_the_configured_sources_have_no_match(monkeypatch, first_output, retried):
+@pytest.mark.parametrize(
+    ("first_output", "retried"),
+    [
+        ("ERROR: No matching distribution found for torch==2.13.0+cpu", True),
+        ("ERROR: HTTP error 503", False),
+    ],
+)
+def test_the_cpu_index_is_tried_only_when_the_configured_sources_have_no_match(
+    monkeypatch, first_output, retried
+):
     commands = []
-    monkeypatch.setattr(install_torch, "run_streamed",
-                        lambda cmd: commands.append(cmd) or ((1, first_output) if len(commands) == 1 else (0, "")))
+    monkeypatch.setattr(
+        install_torch,
+        "run_streamed",
+        lambda cmd: commands.append(cmd) or ((1, first_output) if len(commands) == 1 else (0, "")),
+    )
     status = install_torch.install(install_torch.plan_for("cpu", "linux", environ={}))
     assert "--extra-index-url" not in commands[0]
     assert len(commands) == (2 if retried else 1) and status == (0 if retried else 1)
@@ -229,8 +278,11 @@ def test_the_other_flavour_is_uninstalled_first(monkeypatch, capsys):
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setattr(install_torch, "installed_torch_version", lambda: "2.13.0")
     calls = []
-    monkeypatch.setattr(install_torch.subprocess, "run",
-                        lambda cmd, **kwargs: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(
+        install_torch.subprocess,
+        "run",
+        lambda cmd, **kwargs: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0),
+    )
     monkeypatch.setattr(install_torch, "install", lambda plan: calls.append(plan.requirement) or 0)
     monkeypatch.setattr(install_torch, "report_installed", lambda plan: 0)
     assert install_torch.main(["--gpu", "cpu"]) == 0
@@ -247,6 +299,7 @@ def test_a_cpu_torch_under_gpu_cuda_is_called_out():
 
 # --- preflight ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def all_tools_found(monkeypatch):
     monkeypatch.delenv(preflight.PRETEND_ENV, raising=False)
@@ -257,7 +310,9 @@ def by_name(results):
     return {result.name: result for result in results}
 
 
-@pytest.mark.parametrize(("version", "status"), [((3, 10, 12), "missing"), ((3, 11, 0), "ok"), ((3, 13, 1), "ok")])
+@pytest.mark.parametrize(
+    ("version", "status"), [((3, 10, 12), "missing"), ((3, 11, 0), "ok"), ((3, 13, 1), "ok")]
+)
 def test_the_python_version_check(version, status):
     result = preflight.check_python(version)
     assert result.status == status
@@ -277,7 +332,9 @@ def test_pretended_missing_tools_are_named_with_their_package(all_tools_found, m
 def test_build_tools_are_not_needed_while_the_wheel_is_cached(all_tools_found, monkeypatch):
     monkeypatch.setenv(preflight.PRETEND_ENV, "patch,cc,c++,cmake,nvcc")
     results = preflight.check_build_tools("cuda", wheel_cached=True)
-    assert len(results) == 5 and all(result.status == "ok" and "not needed" in result.detail for result in results)
+    assert len(results) == 5 and all(
+        result.status == "ok" and "not needed" in result.detail for result in results
+    )
 
 
 def test_a_missing_cmake_is_a_warning_and_nvcc_is_required_for_cuda(all_tools_found, monkeypatch):
@@ -305,8 +362,13 @@ def test_a_missing_xcb_cursor_library_is_only_a_warning(monkeypatch):
 def test_disk_needs_count_only_what_is_not_in_place(tmp_path):
     cache = tmp_path / "specprefill"
     needs = preflight.disk_needs("cpu", tmp_path / "venv", cache, wheel_cached=False)
-    assert [need.what for need in needs] == [".venv", "pip's download cache", "models", "draft cache",
-                                             "llama.cpp build (temporary)"]
+    assert [need.what for need in needs] == [
+        ".venv",
+        "pip's download cache",
+        "models",
+        "draft cache",
+        "llama.cpp build (temporary)",
+    ]
     (tmp_path / "venv").mkdir()
     (cache / "models").mkdir(parents=True)
     (cache / "models" / "target.gguf").touch()
@@ -335,7 +397,8 @@ def test_the_exit_code_and_summary(cache_home, all_tools_found, monkeypatch, tmp
     monkeypatch.setenv(preflight.PRETEND_ENV, "patch,cc,c++")
     assert preflight.main(["--venv", str(tmp_path / "venv")]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "preflight: 3 required missing: C compiler, C++ compiler, patch. Fix: sudo apt install build-essential patch")
+        "preflight: 3 required missing: C compiler, C++ compiler, patch. Fix: sudo apt install build-essential patch"
+    )
 
 
 def test_other_platforms_get_their_own_line(cache_home, all_tools_found, monkeypatch, tmp_path, capsys):
@@ -349,9 +412,18 @@ def test_other_platforms_get_their_own_line(cache_home, all_tools_found, monkeyp
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the PATH simulation uses Linux paths")
 def test_a_path_without_the_tools_fails_the_real_script(tmp_path):
-    env = {"PATH": str(tmp_path / "empty-bin"), "XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)}
-    result = subprocess.run([sys.executable, str(REPO / "packaging" / "preflight.py"), "--venv", str(tmp_path / "v")],
-                            capture_output=True, text=True, env=env, timeout=60)
+    env = {
+        "PATH": str(tmp_path / "empty-bin"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "HOME": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, str(REPO / "packaging" / "preflight.py"), "--venv", str(tmp_path / "v")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "missing  patch: not found" in result.stdout and "sudo apt install patch" in result.stdout
     assert "missing  C compiler" in result.stdout
@@ -359,14 +431,26 @@ def test_a_path_without_the_tools_fails_the_real_script(tmp_path):
 
 # --- Makefile ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_passes_the_gpu_choice_to_every_setup_step():
-    result = subprocess.run(["make", "-n", "-B", "setup", "dist", "GPU=cuda"], cwd=REPO, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        ["make", "-n", "-B", "setup", "dist", "GPU=cuda"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
-    for step in ("packaging/preflight.py --gpu cuda", "packaging/install_torch.py --gpu cuda",
-                 "packaging/build_llama_wheel.py --gpu cuda --install", "touch .venv/.specprefill-installed-cuda",
-                 "packaging/build_dist.py"):
+    for step in (
+        "packaging/preflight.py --gpu cuda",
+        "packaging/install_torch.py --gpu cuda",
+        "packaging/build_llama_wheel.py --gpu cuda --install",
+        "touch .venv/.specprefill-installed-cuda",
+        "packaging/build_dist.py",
+    ):
         assert step in result.stdout
-    bad = subprocess.run(["make", "-n", "setup", "GPU=rocm"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        ["make", "-n", "setup", "GPU=rocm"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode != 0 and "use GPU=cpu" in bad.stderr

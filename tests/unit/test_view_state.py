@@ -40,20 +40,30 @@ TABLE = {
     "models loading": (ViewState(engine_loading=True), {"open_document", "cancel"}),
     "models failed, document open": (replace(OPEN, engine_ready=False), {"open_document", "clear_thread"}),
     "models ready, no document": (IDLE, {"open_document", "ab_run", "calibrate"}),
-    "document loading": (replace(IDLE, document_loading=True),
-                         {"open_document", "ab_run", "calibrate", "cancel"}),
-    "document open, no question": (OPEN, {"open_document", "ab_run", "calibrate", "clear_thread", "resume_fill"}),
+    "document loading": (
+        replace(IDLE, document_loading=True),
+        {"open_document", "ab_run", "calibrate", "cancel"},
+    ),
+    "document open, no question": (
+        OPEN,
+        {"open_document", "ab_run", "calibrate", "clear_thread", "resume_fill"},
+    ),
     "ready to run": (ASKABLE, {"run", "open_document", "ab_run", "calibrate", "clear_thread", "resume_fill"}),
     "run in progress": (replace(ASKABLE, run_active=True), {"cancel"}),
     "A/B suite running": (replace(ASKABLE, ab_active=True), {"cancel", "open_document", "ab_running"}),
     "calibrating": (replace(ASKABLE, calibration_active=True), {"cancel", "open_document"}),
-    "background fill under way": (replace(ASKABLE, fill_active=True),
-                                  {"run", "open_document", "ab_run", "calibrate", "clear_thread"}),
-    "reloading models with a document open": (replace(ASKABLE, engine_ready=False, engine_loading=True),
-                                              {"cancel", "open_document", "clear_thread"}),
-    "a second document loading over the first": (replace(ASKABLE, document_loading=True),
-                                                  {"cancel", "open_document", "ab_run", "calibrate",
-                                                   "clear_thread", "resume_fill"}),
+    "background fill under way": (
+        replace(ASKABLE, fill_active=True),
+        {"run", "open_document", "ab_run", "calibrate", "clear_thread"},
+    ),
+    "reloading models with a document open": (
+        replace(ASKABLE, engine_ready=False, engine_loading=True),
+        {"cancel", "open_document", "clear_thread"},
+    ),
+    "a second document loading over the first": (
+        replace(ASKABLE, document_loading=True),
+        {"cancel", "open_document", "ab_run", "calibrate", "clear_thread", "resume_fill"},
+    ),
 }
 
 FLAGS = [f.name for f in fields(Enablement) if f.type in (bool, "bool")]  # the reasons are strings
@@ -77,17 +87,20 @@ def test_every_flag_is_on_in_some_row_and_off_in_another():
     assert seen_off == set(FLAGS)
 
 
-@pytest.mark.parametrize(("state", "reason"), [
-    (ViewState(), BUSY_NO_MODELS),
-    (ViewState(engine_loading=True), BUSY_LOADING_MODELS),
-    (replace(ASKABLE, run_active=True, ab_active=True), BUSY_RUN),  # the first reason wins
-    (replace(ASKABLE, ab_active=True, calibration_active=True), BUSY_AB),
-    (replace(ASKABLE, calibration_active=True, engine_loading=True), BUSY_CALIBRATION),
-    (replace(IDLE, document_loading=True, document_loaded=True), DOCUMENT_LOADING),
-    (IDLE, NO_DOCUMENT),
-    (OPEN, NO_QUESTION),
-    (ASKABLE, None),
-])
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        (ViewState(), BUSY_NO_MODELS),
+        (ViewState(engine_loading=True), BUSY_LOADING_MODELS),
+        (replace(ASKABLE, run_active=True, ab_active=True), BUSY_RUN),  # the first reason wins
+        (replace(ASKABLE, ab_active=True, calibration_active=True), BUSY_AB),
+        (replace(ASKABLE, calibration_active=True, engine_loading=True), BUSY_CALIBRATION),
+        (replace(IDLE, document_loading=True, document_loaded=True), DOCUMENT_LOADING),
+        (IDLE, NO_DOCUMENT),
+        (OPEN, NO_QUESTION),
+        (ASKABLE, None),
+    ],
+)
 def test_why_a_run_cannot_start_names_the_first_obstacle(state, reason):
     assert why_cannot_run(state) == reason
     allowed = enablement(state)
@@ -150,8 +163,11 @@ def test_view_state_imports_nothing_from_qt_or_the_rest_of_the_app():
 
 
 def test_importing_view_state_loads_no_qt_module():
-    code = ("import sys, desktop.view_state\n"
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(QT_ROOTS)!r}))\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          check=True)
+    code = (
+        "import sys, desktop.view_state\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(QT_ROOTS)!r}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
     assert done.stdout.strip() == "[]", done.stdout

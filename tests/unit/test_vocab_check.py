@@ -72,7 +72,10 @@ def test_untyped_padding_is_recognised_by_its_text():
 
 
 def test_added_special_tokens_are_compatible():
-    assert compare_vocabs(BASE, typed(*with_specials("<|fim_prefix|>", "<|fim_suffix|>"))).verdict == "compatible"
+    assert (
+        compare_vocabs(BASE, typed(*with_specials("<|fim_prefix|>", "<|fim_suffix|>"))).verdict
+        == "compatible"
+    )
 
 
 def test_a_special_where_the_other_pads_is_compatible():
@@ -109,13 +112,21 @@ def test_another_merge_set_is_different(tmp_path):
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
-    model = LlamaModel(write_tiny_qwen2_gguf(tmp_path_factory.mktemp("vocab") / "target.gguf"), vocab_only=True)
+    model = LlamaModel(
+        write_tiny_qwen2_gguf(tmp_path_factory.mktemp("vocab") / "target.gguf"), vocab_only=True
+    )
     yield model
     model.close()
 
 
-@pytest.mark.parametrize("vocab, verdict", [((BASE_TOKENS, BASE_TYPES), "identical"), (padded(5), "compatible"),
-                                            (with_specials("<|extra|>"), "compatible")])
+@pytest.mark.parametrize(
+    "vocab, verdict",
+    [
+        ((BASE_TOKENS, BASE_TYPES), "identical"),
+        (padded(5), "compatible"),
+        (with_specials("<|extra|>"), "compatible"),
+    ],
+)
 def test_the_loaded_target_accepts_a_matching_draft(target, tmp_path, vocab, verdict):
     draft = write_vocab_gguf(tmp_path / "draft.gguf", *vocab)
     assert require_shared_vocab(target, "target.gguf", draft, "draft.gguf").verdict == verdict
@@ -123,7 +134,9 @@ def test_the_loaded_target_accepts_a_matching_draft(target, tmp_path, vocab, ver
 
 def test_the_loaded_target_refuses_a_different_draft_naming_the_verdict(target, tmp_path):
     draft = write_vocab_gguf(tmp_path / "reordered.gguf", *reordered())
-    with pytest.raises(ModelError, match=r"reordered\.gguf.*target\.gguf.*different vocabularies \(token 100"):
+    with pytest.raises(
+        ModelError, match=r"reordered\.gguf.*target\.gguf.*different vocabularies \(token 100"
+    ):
         require_shared_vocab(target, "target.gguf", draft, "reordered.gguf")
 
 
@@ -137,4 +150,3 @@ def test_doctor_names_the_verdict(tmp_path):
     assert other.ok and other.text.startswith("different: ") and "character spans" in other.text
     assert "token ids" in same.text and "token ids" in pad.text
     assert check_vocab(target, None).text.startswith("not compared")
-

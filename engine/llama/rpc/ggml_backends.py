@@ -29,14 +29,19 @@ def add_server(endpoint: str) -> list[int]:
     ggml = _ggml()
     reg = ggml.ggml_backend_reg_by_name(b"RPC")
     if not reg:
-        raise ModelError("this llama.cpp build has no RPC backend: rebuild it with "
-                         "`python packaging/build_llama_wheel.py --install` (GGML_RPC=ON)")
+        raise ModelError(
+            "this llama.cpp build has no RPC backend: rebuild it with "
+            "`python packaging/build_llama_wheel.py --install` (GGML_RPC=ON)"
+        )
     add = _ADD_SERVER(ggml.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_rpc_add_server"))
     server_reg = add(endpoint.encode())
     if not server_reg:
         raise ModelError(f"RPC worker {endpoint} has no devices")
     ggml.ggml_backend_register(server_reg)
-    return [ggml.ggml_backend_reg_dev_get(server_reg, i) for i in range(ggml.ggml_backend_reg_dev_count(server_reg))]
+    return [
+        ggml.ggml_backend_reg_dev_get(server_reg, i)
+        for i in range(ggml.ggml_backend_reg_dev_count(server_reg))
+    ]
 
 
 def device_memory(device: int) -> tuple[int, int]:

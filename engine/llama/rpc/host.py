@@ -24,11 +24,28 @@ from engine.llama.native import LlamaContext, LlamaModel, ensure_backend
 from engine.llama.rpc.ggml_backends import add_server, device_memory
 from engine.llama.rpc.split import LayerSplit, split_layers
 
-HOST_LAUNCH = "import sys; from engine.llama.rpc.host import main; sys.exit(main(int(sys.argv[1]), sys.argv[2]))"
+HOST_LAUNCH = (
+    "import sys; from engine.llama.rpc.host import main; sys.exit(main(int(sys.argv[1]), sys.argv[2]))"
+)
 MODEL = 0  # the object id of the model; contexts get ids from 1 up, chosen by the app
-MODEL_CALLS = frozenset({"tokenize", "token_piece", "token_text", "is_eog", "description", "n_ctx_train",
-                         "n_params", "tensor_bytes", "attention_dims", "chat_template", "apply_chat_template"})
-CONTEXT_CALLS = frozenset({"decode", "clear", "remove_after", "save_sequence", "load_sequence", "last_logits"})
+MODEL_CALLS = frozenset(
+    {
+        "tokenize",
+        "token_piece",
+        "token_text",
+        "is_eog",
+        "description",
+        "n_ctx_train",
+        "n_params",
+        "tensor_bytes",
+        "attention_dims",
+        "chat_template",
+        "apply_chat_template",
+    }
+)
+CONTEXT_CALLS = frozenset(
+    {"decode", "clear", "remove_after", "save_sequence", "load_sequence", "last_logits"}
+)
 
 
 @dataclass(frozen=True)
@@ -67,8 +84,9 @@ def load_target(spec: HostSpec) -> tuple[LlamaModel, HostInfo]:
     local_free = int(psutil.virtual_memory().available)
     weights = spec.weights or (float(local_free), *(float(free) for free, _ in memory))
     split = split_layers(spec.n_layers, weights)
-    model = LlamaModel(spec.target_path, n_gpu_layers=split.n_gpu_layers, devices=devices,
-                       tensor_split=split.tensor_split())
+    model = LlamaModel(
+        spec.target_path, n_gpu_layers=split.n_gpu_layers, devices=devices, tensor_split=split.tensor_split()
+    )
     backends = ("CPU", *(f"RPC {w}" for w in spec.workers))
     return model, HostInfo(backends, split, memory, local_free, model.n_vocab)
 
@@ -149,4 +167,3 @@ def main(fd: int, flag_path: str) -> int:
     finally:
         server.close()
     return 0
-

@@ -64,8 +64,13 @@ class TargetHost:
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(
                 python_command("-c", HOST_LAUNCH, str(child_end.fileno()), str(self._flag_path)),
-                pass_fds=(child_end.fileno(),), stdout=log, stderr=log, env=child_env(), cwd=self._dir.name,
-                start_new_session=True)
+                pass_fds=(child_end.fileno(),),
+                stdout=log,
+                stderr=log,
+                env=child_env(),
+                cwd=self._dir.name,
+                start_new_session=True,
+            )
         child_end.close()
         self._conn = Connection(parent_end.detach())
         self._conn.send(self.spec)
@@ -130,7 +135,9 @@ class TargetHost:
             self._ensure_running()
             context.id = self._next_id
             self._next_id += 1
-            n_ctx = self._request(("new_context", context.id, "", (), context.params), NEVER, "opening a context")
+            n_ctx = self._request(
+                ("new_context", context.id, "", (), context.params), NEVER, "opening a context"
+            )
             self._contexts[context.id] = context
             return n_ctx
 
@@ -171,9 +178,11 @@ class TargetHost:
                 raise Cancelled()
             if time.monotonic() - started > timeout:
                 self._end()
-                raise WorkerLostError(f"no answer from the target's RPC workers in {timeout:.0f} s while {doing} "
-                                      f"({', '.join(map(str, self.endpoints))}): the run was ended; "
-                                      "the next run reconnects (raise --rpc-timeout for slow workers)")
+                raise WorkerLostError(
+                    f"no answer from the target's RPC workers in {timeout:.0f} s while {doing} "
+                    f"({', '.join(map(str, self.endpoints))}): the run was ended; "
+                    "the next run reconnects (raise --rpc-timeout for slow workers)"
+                )
 
     def _lost(self, doing: str):
         """The host died or its connection broke: name the workers that no longer answer."""
@@ -182,10 +191,14 @@ class TargetHost:
         down = unreachable(self.endpoints)
         if down:
             names = "; ".join(f"{e} {why}" for e, why in down)
-            raise WorkerLostError(f"RPC worker {names}, while {doing}: the run was ended; the next run reconnects, "
-                                  "or remove the worker in Settings ▸ Remote workers")
-        raise WorkerLostError(f"the target's host process stopped (exit status {code}) while {doing}: "
-                              f"{self._log_tail() or 'no message'}; the next run starts it again")
+            raise WorkerLostError(
+                f"RPC worker {names}, while {doing}: the run was ended; the next run reconnects, "
+                "or remove the worker in Settings ▸ Remote workers"
+            )
+        raise WorkerLostError(
+            f"the target's host process stopped (exit status {code}) while {doing}: "
+            f"{self._log_tail() or 'no message'}; the next run starts it again"
+        )
 
     def _log_tail(self) -> str:
         try:
@@ -203,7 +216,9 @@ class RemoteModel:
         self.host = host
         self.path = Path(path)
         self.n_vocab = host.info.n_vocab
-        self._vocab: dict[tuple[str, int], object] = {}  # (method, token) -> answer: the vocabulary never changes
+        self._vocab: dict[
+            tuple[str, int], object
+        ] = {}  # (method, token) -> answer: the vocabulary never changes
 
     def _call(self, name: str, *args, **kwargs):
         return self.host.call(MODEL, name, *args, **kwargs)
@@ -255,7 +270,9 @@ class RemoteModel:
 class RemoteContext:
     """LlamaContext's face for a context in the host process. `cancel` and `generation` live here."""
 
-    def __init__(self, model: RemoteModel, *, n_ctx: int, n_batch: int, n_threads: int, flash_attn: str = "auto"):
+    def __init__(
+        self, model: RemoteModel, *, n_ctx: int, n_batch: int, n_threads: int, flash_attn: str = "auto"
+    ):
         self.model = model
         self.n_batch = n_batch
         self.n_threads = n_threads
@@ -310,5 +327,3 @@ def open_remote_target(spec: HostSpec, endpoints: tuple[Endpoint, ...], timeout:
         host.close()
         raise
     return RemoteModel(host, spec.target_path)
-
-

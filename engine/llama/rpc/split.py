@@ -29,6 +29,6 @@ def split_layers(n_layers: int, weights: tuple[float, ...]) -> LayerSplit:
     exact = [n_layers * w / total for w in weights]
     counts = [int(x) for x in exact]
     by_remainder = sorted(range(len(weights)), key=lambda i: exact[i] - counts[i], reverse=True)
-    for i in by_remainder[:n_layers - sum(counts)]:
+    for i in by_remainder[: n_layers - sum(counts)]:
         counts[i] += 1
     return LayerSplit(counts[0], tuple(counts[1:]))

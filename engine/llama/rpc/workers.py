@@ -22,14 +22,18 @@ from engine.core.errors import ModelError
 from engine.llama.rpc.ggml_backends import lib_dir
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-RPC_SERVER = "ggml-rpc-server"  # packaging/build_llama_wheel.py builds it and installs it beside the libraries
+RPC_SERVER = (
+    "ggml-rpc-server"  # packaging/build_llama_wheel.py builds it and installs it beside the libraries
+)
 PROBE_TIMEOUT_S = 3.0
 MEMORY_QUERY_TIMEOUT_S = 10.0
 MEM_ENV = "GGML_RPC_SERVER_MEM_MB"  # our patch: the memory a worker reports is capped at this
 
 
-FROZEN_NOTE = ("RPC workers need the installed package (`make setup`): the desktop bundle cannot start "
-               "the processes that talk to them yet")
+FROZEN_NOTE = (
+    "RPC workers need the installed package (`make setup`): the desktop bundle cannot start "
+    "the processes that talk to them yet"
+)
 
 
 def is_frozen() -> bool:
@@ -46,13 +50,15 @@ def require_not_frozen() -> None:
 def rpc_server_path() -> Path:
     path = lib_dir() / RPC_SERVER
     if not path.is_file():
-        raise ModelError(f"llama.cpp's RPC worker is not installed ({path} is missing): "
-                         "rebuild llama.cpp with `python packaging/build_llama_wheel.py --install`")
+        raise ModelError(
+            f"llama.cpp's RPC worker is not installed ({path} is missing): "
+            "rebuild llama.cpp with `python packaging/build_llama_wheel.py --install`"
+        )
     return path
 
 
 def probe(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT_S) -> str:
-    """"" when something accepts connections there; else why not, in a few words."""
+    """ "" when something accepts connections there; else why not, in a few words."""
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout):
             return ""
@@ -73,7 +79,9 @@ def require_reachable(endpoints: tuple[Endpoint, ...]) -> None:
     down = unreachable(endpoints)
     if down:
         endpoint, why = down[0]
-        raise ModelError(f"RPC worker {endpoint} {why} (is `{worker_start_command(endpoint)}` running there?)")
+        raise ModelError(
+            f"RPC worker {endpoint} {why} (is `{worker_start_command(endpoint)}` running there?)"
+        )
 
 
 @dataclass(frozen=True)
@@ -96,12 +104,16 @@ def query_memory(endpoint: Endpoint, timeout: float = MEMORY_QUERY_TIMEOUT_S) ->
     cmd = python_command("-m", "engine.llama.rpc.memory_query", str(endpoint))
     try:
         with owned_cwd() as cwd:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=child_env())
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=child_env()
+            )
     except subprocess.TimeoutExpired:
         return WorkerMemory(endpoint, error=f"no answer in {timeout:.0f} s (busy serving another client?)")
     if done.returncode != 0 or not done.stdout.strip():
-        return WorkerMemory(endpoint, error="did not answer the RPC handshake (not a llama.cpp RPC worker, "
-                                            "or another version?)")
+        return WorkerMemory(
+            endpoint,
+            error="did not answer the RPC handshake (not a llama.cpp RPC worker, or another version?)",
+        )
     free, total = json.loads(done.stdout.strip().splitlines()[-1])
     return WorkerMemory(endpoint, free, total)
 
@@ -136,8 +148,16 @@ def dies_with_parent(parent_pid: int):
 class WorkerProcess:
     """One llama.cpp RPC worker process, owned: stop() ends it, and so does leaving the block."""
 
-    def __init__(self, endpoint: Endpoint, *, device: str = "", mem_gb: float = 0.0, threads: int = 0,
-                 log: Path | None = None, inherit_output: bool = False):
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        device: str = "",
+        mem_gb: float = 0.0,
+        threads: int = 0,
+        log: Path | None = None,
+        inherit_output: bool = False,
+    ):
         """Output goes to `log`, or to our own stdout with inherit_output, or nowhere."""
         env = dict(os.environ)
         if mem_gb:
@@ -148,18 +168,25 @@ class WorkerProcess:
         # a SIGKILL of ours cannot be caught, so the kernel ends the rpc-server then (dies_with_parent).
         # cwd: ggml looks for libggml-*.so backends in the executable's folder and in the current one,
         # which must not be the (untrusted) folder the user started us in.
-        self.process = subprocess.Popen(worker_command(endpoint, device, threads), env=env, stdout=self._log,
-                                        stderr=subprocess.STDOUT if self._log is not None else None,
-                                        cwd=lib_dir(), start_new_session=True,
-                                        preexec_fn=dies_with_parent(os.getpid()))
+        self.process = subprocess.Popen(
+            worker_command(endpoint, device, threads),
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT if self._log is not None else None,
+            cwd=lib_dir(),
+            start_new_session=True,
+            preexec_fn=dies_with_parent(os.getpid()),
+        )
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until the worker accepts connections; ModelError when it exits or never does."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ModelError(f"RPC worker on {self.endpoint} exited with status {self.process.returncode} "
-                                 "(port in use, or a device it does not have?)")
+                raise ModelError(
+                    f"RPC worker on {self.endpoint} exited with status {self.process.returncode} "
+                    "(port in use, or a device it does not have?)"
+                )
             if not probe(self.endpoint, timeout=0.5):
                 return
             time.sleep(0.1)
