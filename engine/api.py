@@ -44,6 +44,7 @@ from engine.core.events import (
     BackgroundProgress,
     CompareResult,
     EngineEvent,
+    Notice,  # the engine's event; the licence notices are NOTICES
     Progress,
     ReadAheadEnded,
     ReadAheadEvent,
@@ -70,7 +71,7 @@ from engine.core.formatting import (
     format_ratio,
     format_seconds,
 )
-from engine.core.notices import NOTICES, Notice
+from engine.core.notices import NOTICES
 from engine.core.resources import icon_paths
 from engine.core.settings import (
     AUTO_KEEP,

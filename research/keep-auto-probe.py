@@ -151,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
                 scores = chunk_scores(score.importance, base.chunk_size)
                 prot = protected_chunks(prompt.n_tokens, base.chunk_size, prompt.tail_start)
                 # The keep=auto policy this probe measured (the engine's until 2026-12-03): broad questions at the ceiling.
-                choice = choose_keep(scores, prot, case.question, 0.1, 0.4, broad_keep=0.4)
+                # It had no rule for questions that join two facts: those took the spread's keep too,
+                # which the question-free call gives.
+                by_spread = choose_keep(scores, prot, "", 0.1, 0.4, broad_keep=0.4, joined_keep=0.4).keep
+                choice = choose_keep(
+                    scores, prot, case.question, 0.1, 0.4, broad_keep=0.4, joined_keep=by_spread
+                )
                 row = dict(
                     id=case.id,
                     kind=case.kind,
@@ -177,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                         run,
                         None,
                         parts if wants_coverage(run, case.question) else [],
+                        offsets.tolist(),
                     )
                     mask = np.zeros(prompt.n_tokens, bool)
                     mask[plan.kept_idx] = True

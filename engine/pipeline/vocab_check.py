@@ -141,7 +141,7 @@ def gguf_vocab(path: Path) -> Vocab:
     try:
         header = read_header(path, (TOKENS_KEY, TYPES_KEY))
     except (OSError, GGUFHeaderError) as exc:
-        raise ModelError(f"could not read the vocabulary of {Path(path).name}: {exc}") from exc
+        raise ModelError(f"could not load the vocabulary of {Path(path).name}: {exc}") from exc
     tokens = header.metadata.get(TOKENS_KEY)
     if not isinstance(tokens, list):
         raise ModelError(f"{Path(path).name} has no tokenizer vocabulary")
