@@ -112,10 +112,7 @@ def fit_marks(r: BenchRow) -> str:
 
 
 def sessions_command(args: argparse.Namespace, cancel: CancelToken) -> int:
-    settings = bench_settings(run_settings_from(args), args.respect_threshold)
-    document = load_document(args.doc, password=args.password, cancel=cancel)
-    engine = load_engine(args, cancel, quiet=args.json)
-    rows: list[SessionBenchRow] = []
+    settings, document, engine = _open(args, cancel)
     try:
         prefix_context = prefix_context_rss_bytes(engine)
         if not args.json:
@@ -123,68 +120,63 @@ def sessions_command(args: argparse.Namespace, cancel: CancelToken) -> int:
                 f"prefix context ({engine.info.n_ctx} tokens): +{format_bytes(prefix_context)} RSS",
                 flush=True,
             )
-        for item in run_session_bench(engine, document.text, args.lengths, settings, cancel):
-            if isinstance(item, SessionBenchRow):
-                rows.append(item)
-                if not args.json:
-                    print(session_line(item), flush=True)
-            elif isinstance(item, RunFinished) and not args.json:
-                print(
-                    f"[bench] {item.result.served_by}: TTFT {item.result.ttft_s:.2f}s",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        items = run_session_bench(engine, document.text, args.lengths, settings, cancel)
+        rows = _collect(items, SessionBenchRow, session_line, lambda r: r.result.served_by, args.json)
     finally:
         engine.close()
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "sessions": [row.to_json() for row in rows],
-                    "keep": args.keep,
-                    "doc": str(args.doc),
-                    "n_ctx": engine.info.n_ctx,
-                    "prefix_context_rss_bytes": prefix_context,
-                    "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"],
-                },
-                indent=2,
-            )
+        _print_json(
+            args, engine, "sessions", rows, n_ctx=engine.info.n_ctx, prefix_context_rss_bytes=prefix_context
         )
     return 0
 
 
 def read_ahead_command(args: argparse.Namespace, cancel: CancelToken) -> int:
-    settings = bench_settings(run_settings_from(args), args.respect_threshold)
-    document = load_document(args.doc, password=args.password, cancel=cancel)
-    engine = load_engine(args, cancel, quiet=args.json)
-    rows: list[ReadAheadBenchRow] = []
+    settings, document, engine = _open(args, cancel)
     try:
-        for item in run_read_ahead_bench(engine, document.text, args.lengths, settings, cancel):
-            if isinstance(item, ReadAheadBenchRow):
-                rows.append(item)
-                if not args.json:
-                    print(read_ahead_line(item), flush=True)
-            elif isinstance(item, RunFinished) and not args.json:
-                print(
-                    f"[bench] {item.run} {item.result.served_by or 'cold'}: TTFT {item.result.ttft_s:.2f}s",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        items = run_read_ahead_bench(engine, document.text, args.lengths, settings, cancel)
+        rows = _collect(items, ReadAheadBenchRow, read_ahead_line, _run_and_path, args.json)
     finally:
         engine.close()
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "read_ahead": [row.to_json() for row in rows],
-                    "keep": args.keep,
-                    "doc": str(args.doc),
-                    "models": bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"],
-                },
-                indent=2,
-            )
-        )
+        _print_json(args, engine, "read_ahead", rows)
     return 0
+
+
+def _run_and_path(finished: RunFinished) -> str:
+    return f"{finished.run} {finished.result.served_by or 'cold'}"
+
+
+def _open(args: argparse.Namespace, cancel: CancelToken):
+    """The settings, the document and the loaded engine, in the order a failure is cheapest."""
+    settings = bench_settings(run_settings_from(args), args.respect_threshold)
+    document = load_document(args.doc, password=args.password, cancel=cancel)
+    return settings, document, load_engine(args, cancel, quiet=args.json)
+
+
+def _collect(items, row_type: type, line, run_label, quiet: bool) -> list:
+    """The rows of a bench's event stream, each printed as it comes, and a stderr line per run."""
+    rows = []
+    for item in items:
+        if isinstance(item, row_type):
+            rows.append(item)
+            if not quiet:
+                print(line(item), flush=True)
+        elif isinstance(item, RunFinished) and not quiet:
+            print(f"[bench] {run_label(item)}: TTFT {item.result.ttft_s:.2f}s", file=sys.stderr, flush=True)
+    return rows
+
+
+def _print_json(args: argparse.Namespace, engine, key: str, rows: list, **extra) -> None:
+    models = bench_report([], args.keep, str(args.doc), engine.info).to_json()["models"]
+    data = {
+        key: [row.to_json() for row in rows],
+        "keep": args.keep,
+        "doc": str(args.doc),
+        **extra,
+        "models": models,
+    }
+    print(json.dumps(data, indent=2))
 
 
 def read_ahead_line(r: ReadAheadBenchRow) -> str:

@@ -16,8 +16,6 @@ from engine.core.events import (
     RunFinished,
     RunName,
     RunResult,
-    Selection,
-    SelectionMade,
     Stage,
     StageChanged,
     TokenGenerated,
@@ -34,16 +32,15 @@ from engine.llama.prompt import PreparedPrompt, token_char_offsets
 from engine.llama.runtime import TargetRuntime
 from engine.pipeline.draft_cache import DocumentSegments
 from engine.pipeline.engine_open import EngineInfo
-from engine.pipeline.fitting import seen_fraction
-from engine.pipeline.kept_positions import place_kept
 from engine.pipeline.peak_memory import PeakMemory
 from engine.pipeline.prefix_cache import PrefixCaches
 from engine.pipeline.prefix_context import PrefixContext
 from engine.pipeline.request import Request, prepare_prompt
 from engine.pipeline.run_policy import RunPolicy
-from engine.pipeline.selection_plan import focus_notice, plan_request_selection, wanted_parts
+from engine.pipeline.selection_plan import plan_request_selection, wanted_parts
 from engine.pipeline.session import DocumentSession
 from engine.pipeline.span_runs import spec_by_spans
+from engine.pipeline.spec_finish import ChosenTokens, DraftCost, finish_spec
 
 
 def draft_stage_text(n_tokens: int, draft_prefix: DraftPrefix | None, n_segments: int, held: int = 0) -> str:
@@ -199,54 +196,15 @@ class Runner:
         plan = plan_request_selection(
             score.importance, prompt, settings, budget, parts, offsets, focus, definitions
         )
-        if plan.focused_parts:
-            yield Notice(run, focus_notice(plan.focused_parts))
-        kept_idx = plan.kept_idx
-        kept_positions, next_position = place_kept(kept_idx, prompt.n_tokens, placement, window.budget)
-        select_s = time.perf_counter() - t_select
-        start, end = prompt.doc_token_span
-        seen = seen_fraction(
-            window.document_tokens, int(np.count_nonzero((kept_idx >= start) & (kept_idx < end)))
-        )
-        if not window.fits:
-            yield Notice(run, window.describe_selection(seen))
-        # Before the target's prefill, which can take minutes: the app shows what was kept meanwhile.
-        yield SelectionMade(
-            run,
-            Selection(
-                chunk_size=settings.chunk_size,
-                chunk_starts=list(range(0, prompt.n_tokens, settings.chunk_size)),
-                chunk_scores=[float(s) for s in plan.scores],
-                kept_chunks=plan.kept,
-                protected_chunks=plan.protected,
-                token_char_offsets=offsets,
-                doc_char_span=prompt.parts.doc_char_span,
-            ),
-        )
-
-        result = yield from self._prefill_and_generate(
-            request, prompt.tokens[kept_idx], kept_positions, next_position
-        )
-        yield RunFinished(
-            run,
-            RunResult(
-                **request.result_fields(),
-                draft_s=draft_s,
-                select_s=select_s,
-                kept_fraction=len(kept_idx) / prompt.n_tokens,
-                positions=placement,
-                draft_peak_mem_bytes=draft_peak,
-                draft_window=settings.draft_window,
-                served_by=spec_served_by(session, score.reused_prefix, read_ahead_s),
-                read_ahead_s=read_ahead_s,
-                fit="fits" if window.fits else "selected",
-                seen_fraction=seen,
-                keep_reason=plan.keep_reason,
-                covered_parts=plan.covered_parts,
-                focused_parts=list(plan.focused_parts),
-                selection="tokens",
-                **result,
-            ),
+        chosen = ChosenTokens(plan, plan.kept_idx, prompt, offsets, "tokens")
+        yield from finish_spec(
+            self,
+            request,
+            chosen,
+            placement,
+            DraftCost(draft_s, draft_peak, t_select),
+            served_by=spec_served_by(session, score.reused_prefix, read_ahead_s),
+            read_ahead_s=read_ahead_s,
         )
 
     def _draft_scores(self, request: Request, session: DocumentSession | None):

@@ -13,18 +13,12 @@ import numpy as np
 
 from engine.core.events import (
     EngineEvent,
-    Notice,
-    RunFinished,
-    RunResult,
-    Selection,
-    SelectionMade,
     StageChanged,
 )
-from engine.pipeline.fitting import seen_fraction
-from engine.pipeline.kept_positions import place_kept
 from engine.pipeline.request import Request
-from engine.pipeline.selection_plan import SelectionPlan, focus_notice, plan_request_selection
+from engine.pipeline.selection_plan import SelectionPlan, plan_request_selection
 from engine.pipeline.span_selection import draft_budget, draft_prompt, map_kept, prompt_token_spans, starts_of
+from engine.pipeline.spec_finish import ChosenTokens, DraftCost, finish_spec
 
 # A budget whose mapped tokens overflow the target's window is tried again this much smaller, so
 # many times at most (the two tokenizers' ratio varies along a document).
@@ -35,7 +29,7 @@ def spec_by_spans(runner, request: Request, placement: str, budget: int | None) 
     """One SpecPrefill run through character spans, with the Runner's draft, prefill and decode
     (`runner`: engine.pipeline.runs.Runner, not imported: it imports this); `budget`: the target tokens the selection may
     keep (None: the prompt fits). Sessions' draft caches hold target tokens, so none is used."""
-    run, target, settings, window = request.run, request.prompt, request.settings, request.window
+    run, target, settings = request.run, request.prompt, request.settings
     vocab = runner.info.draft_vocab
     draft = draft_prompt(vocab, target, settings.system_prompt)
     draft_request = replace(request, prompt=draft)
@@ -57,51 +51,8 @@ def spec_by_spans(runner, request: Request, placement: str, budget: int | None) 
         settings,
         (parts, offsets, focus, definitions),
     )
-    if plan.focused_parts:
-        yield Notice(run, focus_notice(plan.focused_parts))
-    kept_positions, next_position = place_kept(kept_idx, target.n_tokens, placement, window.budget)
-    select_s = time.perf_counter() - t_select
-    start, end = target.doc_token_span
-    seen = seen_fraction(
-        window.document_tokens, int(np.count_nonzero((kept_idx >= start) & (kept_idx < end)))
-    )
-    if not window.fits:
-        yield Notice(run, window.describe_selection(seen))
-    # The selection as the draft made it: its chunks over its own tokens and their offsets in its prompt.
-    yield SelectionMade(
-        run,
-        Selection(
-            chunk_size=settings.chunk_size,
-            chunk_starts=list(range(0, draft.n_tokens, settings.chunk_size)),
-            chunk_scores=[float(s) for s in plan.scores],
-            kept_chunks=plan.kept,
-            protected_chunks=plan.protected,
-            token_char_offsets=offsets,
-            doc_char_span=draft.parts.doc_char_span,
-        ),
-    )
-    result = yield from runner._prefill_and_generate(
-        request, target.tokens[kept_idx], kept_positions, next_position
-    )
-    yield RunFinished(
-        run,
-        RunResult(
-            **request.result_fields(),
-            draft_s=draft_s,
-            select_s=select_s,
-            kept_fraction=len(kept_idx) / target.n_tokens,
-            positions=placement,
-            draft_peak_mem_bytes=draft_peak,
-            draft_window=settings.draft_window,
-            fit="fits" if window.fits else "selected",
-            seen_fraction=seen,
-            keep_reason=plan.keep_reason,
-            covered_parts=plan.covered_parts,
-            focused_parts=list(plan.focused_parts),
-            selection="spans",
-            **result,
-        ),
-    )
+    chosen = ChosenTokens(plan, kept_idx, draft, offsets, "spans")
+    yield from finish_spec(runner, request, chosen, placement, DraftCost(draft_s, draft_peak, t_select))
 
 
 def _plan_within(

@@ -164,6 +164,32 @@ def test_bench_json_contract(cli, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("flag", "key"), [("--read-ahead", "read_ahead"), ("--sessions", "sessions")])
+def test_bench_session_paths_json_contracts(cli, flag, key):
+    run, models, doc = cli
+    proc = run(
+        "bench",
+        flag,
+        "--doc",
+        str(doc),
+        "--lengths",
+        "160",
+        "--keep",
+        "0.25",
+        "--chunk-size",
+        "8",
+        "--json",
+        *models,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [r["tokens"] for r in data[key]] == [160]
+    assert data["doc"] == str(doc) and data["keep"] == 0.25 and data["models"]["target"]
+    if key == "read_ahead":
+        assert data[key][0]["read_ahead_served_by"] == "spec_read_ahead"
+
+
+@pytest.mark.slow
 def test_calibrate_then_estimate(cli):
     run, models, doc = cli
     proc = run("estimate", "--tokens", "8192", "--keep", "0.2", "--json")
