@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine.core import memory as memory_budget
-from engine.core.errors import ContextOverflowError, DefaultModelsError, InsufficientMemoryError, ModelError
+from engine.core.errors import ContextOverflowError, DefaultModelsError, InsufficientMemoryError
 from engine.core.events import Notice, RunFinished
 from engine.core.memory import format_bytes
 from engine.core.settings import ModelSettings, RunSettings
