@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gguf import GGUFReader
-
 from engine.core.memory import KvShape, MemoryNeed
+from engine.models.gguf_header import read_header
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
@@ -30,8 +29,8 @@ def draft_weight_bytes(path: Path, bytes_per_value: int) -> int:
     path = Path(path)
     if path.is_dir():
         return sum(f.stat().st_size for f in path.iterdir() if f.suffix in WEIGHT_SUFFIXES)
-    reader = GGUFReader(path)  # maps the file and reads the tensor table, not the weights
-    return sum(int(t.n_elements) for t in reader.tensors) * bytes_per_value
+    # The header alone: 0.17 s for the default draft, where gguf.GGUFReader's parse of its vocabulary took 8.8 s.
+    return read_header(path).n_parameters * bytes_per_value
 
 
 def draft_scoring_need(config, bytes_per_value: int, n_prompt: int, question_rows: int = 0) -> MemoryNeed:

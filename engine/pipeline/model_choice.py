@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from engine.core.memory import KvShape
 from engine.core.settings import MAX_CONTEXT_DEFAULT
 from engine.models import defaults
 from engine.models.discover import DiscoveredModel
@@ -105,13 +106,15 @@ def plan_pair(
 
 def kv_cache_bytes(path: Path, n_ctx: int) -> int:
     """llama.cpp's f16 KV cache for n_ctx tokens, from the header (0 when it does not say)."""
+    from engine.llama.memory import TARGET_KV_BYTES  # lazy: llama.cpp loads here, not at the app's start
+
     meta = read_header(path).metadata
     arch = meta.get("general.architecture", "")
     layers, heads = meta.get(f"{arch}.block_count", 0), meta.get(f"{arch}.attention.head_count", 0)
     kv_heads = meta.get(f"{arch}.attention.head_count_kv", heads)
     width = meta.get(f"{arch}.embedding_length", 0)
     head_dim = meta.get(f"{arch}.attention.key_length", width // heads if heads else 0)
-    return int(n_ctx * layers * 2 * kv_heads * head_dim * 2)
+    return KvShape(layers, kv_heads, head_dim, TARGET_KV_BYTES).bytes_for(n_ctx)
 
 
 def scaled_prediction(target_parameters: int, draft_parameters: int) -> dict | None:
