@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,17 +30,14 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def child_env() -> dict[str, str]:
-    """The CLI's environment: no imports from the current folder, nothing fetched."""
-    env = {**os.environ, "PYTHONSAFEPATH": "1", "HF_HUB_OFFLINE": "1"}
-    env.pop("PYTHONPATH", None)
-    return env
-
-
 def specprefill(*args: str) -> str:
-    """`specprefill ARGS` in a child process; its stdout (its stderr passes through)."""
-    command = [sys.executable, "-P", "-m", "engine.cli", *args]
-    return subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, env=child_env()).stdout
+    """`specprefill ARGS` in a child process that imports nothing from the current folder and
+    fetches nothing; its stdout (its stderr passes through)."""
+    from engine.core.children import child_env, python_command
+
+    env = {**child_env(), "HF_HUB_OFFLINE": "1"}
+    command = python_command("-m", "engine.cli", *args)
+    return subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
 
 
 def cold_spec(case, common: list[str]) -> dict:
@@ -65,25 +61,25 @@ def after_read_ahead(case, common: list[str]) -> dict:
 
 
 def compare(case, cold: dict, warm: dict) -> dict:
-    from engine.eval.metrics import is_correct
-
     return {
         "id": case.id,
         "kind": case.kind,
         "same_answer": cold["answer"].strip() == warm["answer"].strip(),
-        "cold": {
-            "answer": cold["answer"],
-            "correct": is_correct(cold["answer"], list(case.answers)),
-            "ttft_s": cold["ttft_s"],
-            "served_by": cold.get("served_by"),
-        },
-        "read_ahead": {
-            "answer": warm["answer"],
-            "correct": is_correct(warm["answer"], list(case.answers)),
-            "ttft_s": warm["ttft_s"],
-            "served_by": warm.get("served_by"),
-            "read_ahead_s": warm.get("read_ahead_s"),
-        },
+        "cold": side(case, cold),
+        "read_ahead": {**side(case, warm), "read_ahead_s": warm.get("read_ahead_s")},
+    }
+
+
+def side(case, run: dict) -> dict:
+    """One run's answer, graded by the suite's key, with its TTFT and what served it."""
+    from engine.eval.metrics import is_correct
+
+    correct = is_correct(run["answer"], list(case.answers))
+    return {
+        "answer": run["answer"],
+        "correct": correct,
+        "ttft_s": run["ttft_s"],
+        "served_by": run.get("served_by"),
     }
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -56,9 +55,10 @@ def free_port() -> int:
 
 
 def child_env() -> dict[str, str]:
-    env = {**os.environ, "PYTHONSAFEPATH": "1", "HF_HUB_OFFLINE": "1"}
-    env.pop("PYTHONPATH", None)
-    return env
+    """The engine's environment for a Python child (engine.core.children), fetching nothing."""
+    from engine.core.children import child_env as engine_child_env
+
+    return {**engine_child_env(), "HF_HUB_OFFLINE": "1"}
 
 
 def wait_for_health(port: int, server: subprocess.Popen, timeout: float = 600) -> None:
