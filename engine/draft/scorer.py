@@ -287,6 +287,7 @@ class DraftScorer:
         params: ScoringParams = ScoringParams(),
         cancel: CancelToken = NEVER,
         prefix: DraftPrefix | None = None,
+        split: int = 0,
     ) -> Steps[ScoreResult]:
         """Yields (tokens prefilled, total) after each prefill chunk; returns the scores.
 
@@ -296,6 +297,9 @@ class DraftScorer:
         filled one spares their prefill and an empty one is filled; either way it ends holding
         the prefix only. The prefix and the rest are prefilled in separate chunks, so a cached
         prefix gives the scores a cold pass gives.
+        split: without a prefix, where the document ends: no prefill chunk crosses it, so that a pass
+        with no cache computes the document's keys in the chunks a cached one (or a read-ahead) does,
+        and scores it bit for bit alike.
         """
         if len(tokens) < 2:
             raise ValueError("need at least two prompt tokens to score")
@@ -313,7 +317,7 @@ class DraftScorer:
                 prefix.cache = None  # until this pass has left it holding the prefix again
             body = tokens[:-1]
             prefill_window = PrefillWindow(window, self.window_sinks) if window > 0 else None
-            split = len(prefix) if prefix is not None else 0
+            split = len(prefix) if prefix is not None else split
             question = self._question_rows(len(tokens), reused, params)
             try:
                 for start, end in chunk_ranges(reused, len(body), self.prefill_chunk, split):

@@ -94,7 +94,7 @@ def iter_score_segments(
     `cache`: the segments' kept keys (a follow-up question), filled as they are scored."""
     pieces = plan_segments(len(tokens), doc_span, pass_tokens, follow_ups=cache is not None)
     if len(pieces) == 1:
-        return (yield from scorer.iter_score(tokens, params, cancel))
+        return (yield from scorer.iter_score(tokens, params, cancel, split=doc_span[1]))
     start, end = doc_span
     n_head, n_tail = start, len(tokens) - end
     total = sum(b - a + n_head + n_tail for a, b in pieces)
@@ -108,7 +108,7 @@ def iter_score_segments(
             cache.prefix_for(piece, segment_prefix(tokens, doc_span, piece)) if cache is not None else None
         )
         result = yield from map_steps(
-            scorer.iter_score(segment, params, cancel, prefix),
+            scorer.iter_score(segment, params, cancel, prefix, split=n_head + width),
             lambda seg_done, _, before=done: (before + seg_done, total),
         )
         if prefix is not None:

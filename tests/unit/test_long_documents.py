@@ -140,7 +140,7 @@ def test_one_segment_is_the_plain_pass(scorer):
     tokens = list(range(5, 85)) * 3
     params = ScoringParams(lookahead=2, kernel=3)
     segmented = run_to_end(iter_score_segments(scorer, tokens, (4, 230), pass_tokens=400, params=params))
-    plain = scorer.score(tokens, params)
+    plain = run_to_end(scorer.iter_score(tokens, params, split=230))  # split where the document ends
     assert segmented.segments == 1
     np.testing.assert_array_equal(segmented.importance, plain.importance)
 

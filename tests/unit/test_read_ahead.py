@@ -35,14 +35,15 @@ def ask(engine, session, question=QUESTIONS[0], **overrides):
     return result, made
 
 
-def cold(engine, question=QUESTIONS[0]):
-    """A SpecPrefill on a fresh session with an empty draft cache."""
-    engine.draft_caches = DraftCaches(1 << 30)
+def cold(engine, question=QUESTIONS[0], cache_bytes=1 << 30):
+    """A SpecPrefill on a fresh session with an empty draft cache (or none: `cache_bytes` 0)."""
+    engine.draft_caches = DraftCaches(cache_bytes)
     return ask(engine, DocumentSession(DOCUMENT), question)
 
 
-def test_read_ahead_fills_the_draft_cache_and_the_first_question_is_served_from_it(engine):
-    cold_result, cold_selection = cold(engine)
+@pytest.mark.parametrize("cold_cache_bytes", [1 << 30, 0], ids=["cold-cache-empty", "cold-cache-off"])
+def test_read_ahead_fills_the_draft_cache_and_the_first_question_is_served_from_it(engine, cold_cache_bytes):
+    cold_result, cold_selection = cold(engine, cache_bytes=cold_cache_bytes)
     engine.draft_caches = DraftCaches(1 << 30)
     session = DocumentSession(DOCUMENT)
     events = list(engine.read_ahead(session, settings()))

@@ -127,6 +127,24 @@ def test_question_rows_skip_a_reused_prefix():
     assert not np.allclose(cold.importance, warm.importance, atol=1e-4)
 
 
+@pytest.mark.parametrize("window", [0, 6])
+def test_a_cold_pass_split_at_the_document_end_scores_as_a_read_ahead_does(window):
+    """The read-ahead fills the document's prefix chunk by chunk; a cold pass told where the document
+    ends prefills it in the same chunks, so the two score bit for bit alike (not merely up to float
+    rounding, which could swap a chunk at the keep threshold and change the answer)."""
+    tokens = list(np.random.default_rng(6).integers(0, 96, size=41))
+    scorer = DraftScorer(tiny_qwen2(), eos_ids=set(), prefill_chunk=8, window_sinks=2)
+    params = ScoringParams(lookahead=3, kernel=3, window=window, question_rows=8)
+    prefix = DraftPrefix(np.array(tokens[:29]), window=window)  # 29: the last chunk is partial
+    while not prefix.complete:
+        scorer.fill_prefix_chunk(prefix)
+    read_ahead = run_to_end(scorer.iter_score(tokens, params, prefix=prefix))
+    cold = run_to_end(scorer.iter_score(tokens, params, split=29))
+    assert read_ahead.reused_prefix == 29 and cold.reused_prefix == 0
+    np.testing.assert_array_equal(cold.importance, read_ahead.importance)
+    assert cold.lookahead_tokens == read_ahead.lookahead_tokens
+
+
 @pytest.mark.parametrize("first_layer", [-1, 3])  # the tiny draft has layers 0 to 2
 def test_a_first_layer_the_draft_lacks_is_a_settings_error(first_layer):
     scorer = DraftScorer(tiny_qwen2(), eos_ids=set())
