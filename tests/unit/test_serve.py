@@ -85,14 +85,17 @@ class FakeEngine:
 
 
 class Server:
-    def __init__(self, engine: FakeEngine, port: int, capacity: int = 4, **config) -> None:
+    def __init__(self, engine: FakeEngine, capacity: int = 4, **config) -> None:
         self.engine = engine
         self.worker = EngineWorker(engine, capacity, background=False)
         app = create_app(self.worker, ServeConfig(MODEL, RunSettings(max_new_tokens=16), **config))
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = f"http://127.0.0.1:{port}"
-        self.port = port
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        # Bound here and handed to uvicorn: no other process can take the port between a lookup and
+        # the bind (a "free port" let go and bound again can be taken by a concurrent test run).
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self.url = f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> Server:
         self.thread.start()
@@ -106,6 +109,7 @@ class Server:
         self.engine.release.set()
         self.server.should_exit = True
         self.thread.join(10)
+        self.socket.close()
 
 
 @pytest.fixture
@@ -114,8 +118,8 @@ def fake() -> FakeEngine:
 
 
 @pytest.fixture
-def server(fake, free_port):
-    with Server(fake, free_port) as running:
+def server(fake):
+    with Server(fake) as running:
         yield running
 
 
@@ -321,8 +325,8 @@ def test_an_unknown_model_is_a_404(server):
     assert_error(httpx.get(server.url + "/v1/nothing-here"), 404)
 
 
-def test_a_body_over_the_limit_is_a_413(fake, free_port):
-    with Server(fake, free_port, max_body_bytes=4096) as server:
+def test_a_body_over_the_limit_is_a_413(fake):
+    with Server(fake, max_body_bytes=4096) as server:
         big = chat_body(messages=[{"role": "user", "content": "x" * 5000}])
         assert_error(post(server, big), 413, "body_too_large")
 
@@ -336,8 +340,8 @@ def test_a_body_over_the_limit_is_a_413(fake, free_port):
     assert [c["question"] for c in fake.calls] == ["Hi?"]
 
 
-def test_with_an_api_key_every_route_but_health_needs_it(fake, free_port):
-    with Server(fake, free_port, api_key="s3cret") as server:
+def test_with_an_api_key_every_route_but_health_needs_it(fake):
+    with Server(fake, api_key="s3cret") as server:
         assert_error(post(server, chat_body()), 401, "invalid_api_key")
         assert_error(post(server, chat_body(), headers={"authorization": "Bearer wrong"}), 401)
         assert_error(httpx.get(server.url + "/v1/models"), 401)
@@ -352,9 +356,9 @@ def test_with_an_api_key_every_route_but_health_needs_it(fake, free_port):
         assert reply.choices[0].message.content == "The green stone."
 
 
-def test_a_full_queue_is_a_429_with_retry_after(fake, free_port):
+def test_a_full_queue_is_a_429_with_retry_after(fake):
     fake.hold.set()
-    with Server(fake, free_port, capacity=2) as server:
+    with Server(fake, capacity=2) as server:
         holders = [threading.Thread(target=post, args=(server, chat_body()), daemon=True) for _ in range(2)]
         for thread in holders:
             thread.start()
@@ -379,7 +383,7 @@ def test_a_stream_whose_client_goes_away_is_cancelled_within_a_second(server, fa
     with httpx.stream("POST", server.url + "/v1/chat/completions", json=chat_body(stream=True)) as response:
         first = next(response.iter_lines())
         assert first.startswith("data: ")
-        assert fake.started.wait(5)
+        assert fake.started.wait(30)
         gone = time.monotonic()
     deadline = gone + 5
     while not fake.cancelled_at and time.monotonic() < deadline:
@@ -396,7 +400,7 @@ def test_a_waiting_completion_whose_client_goes_away_is_cancelled_within_a_secon
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
         )
-        assert fake.started.wait(5)
+        assert fake.started.wait(30)
     gone = time.monotonic()
     while not fake.cancelled_at and time.monotonic() < gone + 5:
         time.sleep(0.01)
@@ -414,7 +418,7 @@ def test_stopping_the_worker_cancels_the_running_and_queued_requests(fake):
     jobs = [Job("doc", "q?", "auto", RunSettings(), loop) for _ in range(2)]
     for job in jobs:
         worker.submit(job)
-    assert fake.started.wait(5)
+    assert fake.started.wait(30)
     worker.stop(timeout_s=5)
     assert all(job.cancel.cancelled for job in jobs) and len(fake.calls) == 1 and fake.cancelled_at
     with pytest.raises(ShuttingDown):
