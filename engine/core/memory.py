@@ -80,12 +80,13 @@ def memory_name(device: str) -> str:
 
 
 def require_fits(need: MemoryNeed, device: str) -> None:
+    """Refuse with the numbers; the shortfall is named, since two sizes rounded to 0.1 GB can read alike."""
     free = available_bytes(device)
     if need.total > free:
         raise InsufficientMemoryError(
             f"{need.what} needs about {format_bytes(need.total)} {memory_name(device)} ({need.breakdown()}), "
-            f"but only {format_bytes(free)} is available; close other programs, "
-            "lower the context size or use a shorter document"
+            f"but only {format_bytes(free)} is available ({format_bytes(need.total - free)} short); "
+            "close other programs, lower the context size or use a shorter document"
         )
 
 

@@ -173,6 +173,14 @@ def test_each_device_is_checked_against_its_own_free_memory(monkeypatch):
     assert f"only {format_bytes(GB)} is available" in message and "\n" not in message
 
 
+def test_a_refusal_names_the_shortfall_even_when_the_rounded_sizes_read_alike(monkeypatch):
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 16 * GB)
+    need = needs_by_device("loading", [("cpu", "target weights", 16 * GB + 40 * 1024**2)])
+    with pytest.raises(InsufficientMemoryError) as err:
+        require_all_fit(need)
+    assert f"({format_bytes(40 * 1024**2)} short)" in str(err.value)
+
+
 def test_free_memory_is_read_per_device(monkeypatch):
     ram = psutil.virtual_memory().available
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (3 * GB, 80 * GB))
