@@ -36,17 +36,16 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, keep going, rem
         printf 'would run (%ss):' "$limit" >&2
         printf ' %s' "$@" >&2
         echo >&2
-        printf '%s\t%s\tdry\t0\t%s\n' "$name" "$limit" "$*" >> "$OUT/steps.tsv"
-        return 0
-    fi
-    if ((limit <= 0)); then
+        rc=dry
+    elif ((limit <= 0)); then
         rc=124  # timeout's own status: the budget ran out before this step
     else
         timeout "$limit" "$@"
         rc=$?
     fi
-    echo "== $name: exit $rc" >&2
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$limit" "$rc" "$((SECONDS - started))" "$*" >> "$OUT/steps.tsv"
+    [[ $rc == dry ]] && return 0
+    echo "== $name: exit $rc" >&2
     [[ $rc -eq 0 ]] || failed+=("$name (exit $rc)")
     return $rc
 }

@@ -1,9 +1,9 @@
 """packaging/gpu_check.sh, the prepared script for a lent GPU machine, in its dry mode: every step
-it would run is named, with the flags it uses, and what it needs exists, with no GPU here."""
+it would run is named, with the flags it uses, and what it needs exists, with no GPU here; and the
+one result file it writes, from generated step outputs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,19 +13,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "packaging"))  # as test_setup_tools.py does: packaging/ is no package
 
-
-def load_report_module():
-    """packaging/ is no package: the script is loaded from its file, no search path changed."""
-    spec = importlib.util.spec_from_file_location(
-        "gpu_check_report", REPO / "packaging" / "gpu_check_report.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-report = load_report_module().report
+from gpu_check_report import report  # noqa: E402
 
 
 def dry_run(tmp_path: Path, **env) -> subprocess.CompletedProcess:
