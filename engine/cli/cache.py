@@ -10,6 +10,7 @@ from engine.cli.options import add_settings_options, model_settings_from
 from engine.core.cancel import CancelToken
 from engine.core.paths import state_cache_dir
 from engine.core.settings import ModelSettings
+from engine.models.untrusted import printable
 from engine.pipeline.state_store import SavedState, StateStore, cap_bytes
 
 MB, GB = 1e6, 1e9
@@ -57,15 +58,17 @@ def listing_json(store: StateStore, entries: list[SavedState]) -> dict:
 
 
 def listing_text(store: StateStore, entries: list[SavedState]) -> str:
-    """One line per state, most recently used first, then the total against the cap."""
+    """One line per state, most recently used first, then the total against the cap. A sidecar may
+    come from elsewhere: its text is shown without control characters."""
     lines = [
-        f"{e.document_sha256[:12]}  {e.prefix_tokens:>7} tokens  {_size(e.state_bytes):>9}  "
-        f"used {_when(e.last_used)}  {e.target_name}"
+        f"{printable(e.document_sha256[:12])}  {e.prefix_tokens:>7} tokens  {_size(e.state_bytes):>9}  "
+        f"used {_when(e.last_used)}  {printable(e.target_name)}"
         for e in entries
     ]
     cap = _size(store.cap) if store.enabled else "0 (saved states are off)"
     lines.append(
-        f"{_states(len(entries))}, {_size(sum(e.state_bytes for e in entries))} of {cap} in {store.folder}"
+        f"{_states(len(entries))}, {_size(sum(e.state_bytes for e in entries))} of {cap} "
+        f"in {printable(str(store.folder))}"
     )
     return "\n".join(lines)
 

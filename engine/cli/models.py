@@ -13,6 +13,7 @@ from engine.core.settings import ModelSettings
 from engine.models import defaults
 from engine.models.discover import DiscoveredModel, Discovery, discover
 from engine.models.discover_sources import MODEL_DIRS_ENV
+from engine.models.untrusted import printable
 from engine.pipeline.diagnostics import probe_restore_support
 from engine.pipeline.prepare import prepare_models
 
@@ -121,18 +122,19 @@ def describe_found(model: DiscoveredModel) -> str:
 
 
 def show_discovery(found: Discovery, *, as_json: bool) -> int:
+    """The listing; its names and facts come printable (engine.models.discover), its paths are made so here."""
     if as_json:
         print(json.dumps(found.to_json(), indent=2))
         return 0
     for model in found.models:
         print(
             f"{model.name}  [{model.source}]\n        {describe_found(model)}\n        id:   {model.ident}\n"
-            f"        path: {model.path}"
+            f"        path: {printable(str(model.path))}"
         )
     print(f"{len(found.models)} model(s) found in:")
     for source in found.sources:
         state = f"{source.models} model(s)" if source.exists else "not there"
         print(
-            f"  {source.kind:12} {source.root} ({state}{', walk stopped early' if source.truncated else ''})"
+            f"  {source.kind:12} {printable(str(source.root))} ({state}{', walk stopped early' if source.truncated else ''})"
         )
     return 0

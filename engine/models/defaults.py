@@ -27,11 +27,13 @@ from engine.core.children import child_env, owned_cwd, python_command
 from engine.core.errors import DefaultModelsError, ModelError
 from engine.core.locks import artefact_lock, cache_writes, remove_partials
 from engine.core.paths import models_dir
+from engine.models.untrusted import MalformedFile, load_json_object
 
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
 HASH_BLOCK = 8 << 20
+MAX_STAMP_BYTES = 1 << 16  # a verification stamp is one short line
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ def is_verified(
     stamp = _stamp_path(path)
     if not rehash and stamp.is_file():
         try:
-            data = json.loads(stamp.read_text())
+            data = load_json_object(stamp, MAX_STAMP_BYTES)
             st = path.stat()
             if (data.get("sha256"), data.get("size"), data.get("mtime_ns")) == (
                 spec.sha256,
@@ -161,7 +163,7 @@ def is_verified(
                 st.st_mtime_ns,
             ):
                 return True
-        except (OSError, ValueError):
+        except (OSError, MalformedFile):  # a stamp that cannot be read: the file is hashed again
             pass
     ok = sha256_file(path, cancel) == spec.sha256
     if ok:

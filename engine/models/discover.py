@@ -2,7 +2,9 @@
 
 Each file is listed once however many links lead to it (LM Studio and Hugging Face snapshots
 link to blobs), with what its header says; the weights are never read, nothing is copied or
-written. A file that cannot be read is listed with the reason instead of its facts.
+written. A file that cannot be read (a FIFO or a folder among them: it is never opened for
+reading) is listed with the reason instead of its facts. Names, ids and reasons hold no control
+characters (engine.models.untrusted.printable): the folders and files come from the internet.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from engine.models.discover_sources import Source, model_sources
 from engine.models.discover_walk import MAX_ENTRIES, Candidate, Walk, candidates
 from engine.models.gguf_facts import GGUFFacts, read_facts
+from engine.models.untrusted import printable
 
 
 @dataclass(frozen=True)
@@ -101,14 +104,14 @@ def describe(candidate: Candidate, resolved: Path) -> DiscoveredModel:
     """The candidate with its header's facts, or with the reason it could not be read."""
     facts, error = _read(resolved)
     return DiscoveredModel(
-        candidate.name,
-        candidate.ident,
+        printable(candidate.name),
+        printable(candidate.ident),
         candidate.kind,
         candidate.path,
         resolved,
         _size(resolved),
         facts,
-        error,
+        printable(error) if error else None,
     )
 
 

@@ -1,9 +1,11 @@
 """Finding the GGUF files of one source, without trusting it: the walk is bounded in depth and
-entries, follows a folder link only once, and reads nothing but Ollama's small JSON manifests."""
+entries, follows a folder link only once, and reads nothing but Ollama's small JSON manifests.
+A manifest that is not one (not a regular file, too large, nested too deeply, of another shape,
+naming its model by anything but a sha256) is skipped with a warning that names it."""
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -11,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.models.discover_sources import Source
+from engine.models.untrusted import MalformedFile, load_json_object, printable
+
+log = logging.getLogger(__name__)
 
 MAX_DEPTH = 8  # HF snapshots sit 4-5 folders deep; LM Studio's files 2
 MAX_ENTRIES = 20_000  # folder entries looked at per source
@@ -133,10 +138,20 @@ def ollama_candidates(source: Source, walk: Walk) -> Iterator[Candidate]:
         for namespace in _subdirs(registry, walk):
             for model in _subdirs(namespace, walk):
                 for tag in _manifest_files(model, walk):
-                    blob = ollama_blob(source.root, tag)
+                    blob = _manifest_blob(source.root, tag)
                     if blob is not None:
                         name = ollama_name(registry.name, namespace.name, model.name, tag.name)
                         yield Candidate(source.kind, name, f"ollama:{name}", blob)
+
+
+def _manifest_blob(root: Path, manifest: Path) -> Path | None:
+    """The manifest's model blob; None, with a warning, for a manifest that cannot be read."""
+    try:
+        return ollama_blob(root, manifest)
+    except (OSError, MalformedFile) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        log.warning("skipped Ollama manifest %s: %s", printable(str(manifest)), printable(why))
+        return None
 
 
 def _manifest_files(model: Path, walk: Walk) -> list[Path]:
@@ -155,20 +170,24 @@ def ollama_name(registry: str, namespace: str, model: str, tag: str) -> str:
 
 
 def ollama_blob(root: Path, manifest: Path) -> Path | None:
-    """The model layer's blob named by a manifest; None for a manifest without one or unreadable.
-    The digest must be a sha256 in hex, so a manifest cannot point outside blobs/."""
-    try:
-        if manifest.stat().st_size > MAX_MANIFEST_BYTES:
-            return None
-        layers = json.loads(manifest.read_text(encoding="utf-8")).get("layers", [])
-    except (OSError, ValueError, AttributeError):
-        return None
-    for layer in layers if isinstance(layers, list) else []:
+    """The model layer's blob named by a manifest; None for a manifest without a model layer.
+    The digest must be a sha256 in hex, so a manifest cannot point outside blobs/.
+    Raises MalformedFile for a file that is not a manifest, OSError for one that cannot be read."""
+    layers = load_json_object(manifest, MAX_MANIFEST_BYTES).get("layers", [])
+    if not isinstance(layers, list):
+        raise MalformedFile("its layers are not a list")
+    for layer in layers:
         if isinstance(layer, dict) and layer.get("mediaType") == OLLAMA_MODEL_LAYER:
-            digest = SHA256_DIGEST.fullmatch(str(layer.get("digest", "")))
-            if digest:
-                return root / "blobs" / f"sha256-{digest.group(1)}"
+            return root / "blobs" / f"sha256-{_sha256_hex(layer.get('digest'))}"
     return None
+
+
+def _sha256_hex(digest: object) -> str:
+    """The hex of a "sha256:<64 hex>" digest; MalformedFile for anything else."""
+    found = SHA256_DIGEST.fullmatch(digest) if isinstance(digest, str) else None
+    if found is None:
+        raise MalformedFile("its model layer's digest is not a sha256")
+    return found.group(1)
 
 
 def candidates(source: Source, walk: Walk) -> Iterator[Candidate]:

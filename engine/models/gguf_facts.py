@@ -1,4 +1,7 @@
-"""What a GGUF says about itself, for a listing: architecture, size, quantization, context window."""
+"""What a GGUF says about itself, for a listing: architecture, size, quantization, context window.
+
+The header's strings come from the internet: the facts hold them as printable() gives them back,
+so neither the CLI nor the app ever shows a control character from a model file."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from pathlib import Path
 from gguf import LlamaFileType
 
 from engine.models.gguf_header import GGUFHeader, read_header
+from engine.models.untrusted import printable
 
 
 @dataclass(frozen=True)
@@ -40,18 +44,22 @@ def size_label(parameters: int) -> str:
     return str(parameters)
 
 
+def _shown(value: object) -> str | None:
+    """A header string as it may be shown; None for a value that is not a string."""
+    return printable(value) if isinstance(value, str) else None
+
+
 def facts_of(header: GGUFHeader) -> GGUFFacts:
     meta = header.metadata
     arch = meta.get("general.architecture")
     arch = arch if isinstance(arch, str) else None
     context = meta.get(f"{arch}.context_length") if arch else None
-    label = meta.get("general.size_label")
-    title = meta.get("general.name")
+    label = _shown(meta.get("general.size_label"))
     return GGUFFacts(
-        title=title if isinstance(title, str) else None,
-        architecture=arch,
+        title=_shown(meta.get("general.name")),
+        architecture=_shown(arch),
         parameters=header.n_parameters,
-        size_label=label if isinstance(label, str) and label else size_label(header.n_parameters),
+        size_label=label or size_label(header.n_parameters),
         quantization=quantization_name(meta.get("general.file_type")),
         context_length=context if isinstance(context, int) else None,
     )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from engine.core.errors import ModelError
 from engine.models.discover import DiscoveredModel, discover
+from engine.models.untrusted import printable
 
 
 def _keys(model: DiscoveredModel) -> set[str]:
@@ -31,6 +32,6 @@ def resolve_model(value: str | Path, models: list[DiscoveredModel] | None = None
     if not found:
         return path
     if len(found) > 1:
-        listed = "; ".join(f"{m.ident} ({m.path})" for m in found)
+        listed = "; ".join(f"{m.ident} ({printable(str(m.path))})" for m in found)
         raise ModelError(f"{value} names {len(found)} models: {listed}; give one of their ids or a path")
     return found[0].path

@@ -14,6 +14,10 @@ is prefilled as usual. The store keeps at most its cap in bytes, evicting the le
 used; a cap of 0 turns it off. One lock file serializes the store's users across processes.
 A state whose sidecar cannot be read is never loaded: eviction and `cache clear` remove it.
 
+A sidecar may come from elsewhere: it is read only as a small regular file in the folder, each
+field of its kind. Paths are made only from file names that are digests (32 hex digits), never
+from what a sidecar says, so none can name a file outside the folder; other files are left alone.
+
 The states hold the documents' token IDs, so the folder is 0700 and its files 0600; what an
 earlier version left readable to others is tightened when a store first uses its folder.
 """
@@ -23,7 +27,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
+import re
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +47,7 @@ from engine.core.locks import artefact_lock
 from engine.core.private import PRIVATE_FILE_MODE, private_dir, tighten_files
 from engine.llama.native import LlamaContext
 from engine.models.defaults import sha256_file
+from engine.models.untrusted import file_kind, load_json_object
 from engine.pipeline.session import PrefixKey
 
 log = logging.getLogger(__name__)
@@ -48,6 +56,8 @@ GB = 10**9
 STATE_SUFFIX = ".state"
 SIDECAR_SUFFIX = ".json"
 TEMP_SUFFIX = ".tmp"
+DIGEST = re.compile(r"[0-9a-f]{32}")  # key_digest's form: the only names the store's files have
+MAX_SIDECAR_BYTES = 16 << 20  # a sidecar is a few hundred bytes and its key's system prompt
 # What a failed save or load can raise (a read-only or full cache, llama.cpp failing to write):
 # the engine turns these into a notice, never a crash.
 STORE_ERRORS: tuple[type[Exception], ...] = (OSError, CacheError, RuntimeFailure)
@@ -73,6 +83,10 @@ def key_json(key: PrefixKey) -> dict:
 
 def key_digest(key: PrefixKey) -> str:
     return hashlib.sha256(json.dumps(key_json(key), sort_keys=True).encode()).hexdigest()[:32]
+
+
+def is_digest(name: object) -> bool:
+    return isinstance(name, str) and DIGEST.fullmatch(name) is not None
 
 
 def tokens_sha256(tokens: np.ndarray) -> str:
@@ -104,16 +118,44 @@ class SavedState:
     last_used: float
 
     @classmethod
-    def from_json(cls, data: dict) -> SavedState:
-        """Raises ValueError when the sidecar lacks a field or has others."""
+    def from_json(cls, data: object) -> SavedState:
+        """Raises ValueError when the sidecar lacks a field, has others, or has one of the wrong kind."""
         names = {f.name for f in fields(cls)}
-        if not isinstance(data, dict) or set(data) != names or not isinstance(data["key"], dict):
+        if not isinstance(data, dict) or set(data) != names:
             raise ValueError("not a saved-state sidecar")
+        problem = _field_problem(data)
+        if problem:
+            raise ValueError(f"not a saved-state sidecar: {problem}")
         return cls(**data)
 
     @property
     def document_sha256(self) -> str:
-        return str(self.key.get("document_sha256", ""))
+        return self.key["document_sha256"]
+
+
+# Each field a sidecar must have, but its digest and key, with what it must be.
+_FIELD_KINDS = {
+    "text": (("runtime", "target_name", "tokens_sha256", "state_sha256"), lambda v: isinstance(v, str)),
+    "a count": (("prefix_tokens", "state_bytes"), lambda v: type(v) is int and v >= 0),
+    "a time": (("created", "last_used"), lambda v: type(v) in (int, float) and math.isfinite(v)),
+}
+
+
+def _field_problem(data: dict) -> str:
+    """What is wrong with a sidecar's fields ("" when nothing is)."""
+    if not is_digest(data["digest"]):
+        return "its digest is not a state's name"
+    if not isinstance(data["key"], dict) or not isinstance(data["key"].get("document_sha256"), str):
+        return "its key is not a prefix's"
+    for kind, (names, fits) in _FIELD_KINDS.items():
+        wrong = next((name for name in names if not fits(data[name])), None)
+        if wrong:
+            return f"its {wrong} is not {kind}"
+    return ""
+
+
+def _reason(error: Exception) -> str:
+    return (error.strerror or str(error)) if isinstance(error, OSError) else str(error)
 
 
 @dataclass(frozen=True)
@@ -137,11 +179,27 @@ class StateStore:
         return self.cap > 0
 
     # -- paths ----------------------------------------------------------------
+    def _file(self, digest: str, suffix: str) -> Path:
+        """A state's file in the folder; only a digest names one."""
+        if not is_digest(digest):
+            raise ValueError(f"not a saved state's name: {digest!r}")
+        return self.folder / f"{digest}{suffix}"
+
     def _state(self, digest: str) -> Path:
-        return self.folder / f"{digest}{STATE_SUFFIX}"
+        return self._file(digest, STATE_SUFFIX)
 
     def _sidecar(self, digest: str) -> Path:
-        return self.folder / f"{digest}{SIDECAR_SUFFIX}"
+        return self._file(digest, SIDECAR_SUFFIX)
+
+    def _check_inside(self, path: Path) -> None:
+        """Raises ValueError for a file that leads out of the folder (a link to elsewhere): never read."""
+        if Path(os.path.realpath(path)).parent != Path(os.path.realpath(self.folder)):
+            raise ValueError("it links to a file outside the saved states' folder")
+
+    def _digests(self, suffix: str) -> list[str]:
+        """The digests of the folder's files with this suffix; other names are not the store's."""
+        names = (path.name[: -len(suffix)] for path in self.folder.glob(f"*{suffix}"))
+        return [name for name in names if is_digest(name)]
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
@@ -159,14 +217,25 @@ class StateStore:
 
     # -- listing ----------------------------------------------------------------
     def entries(self) -> list[SavedState]:
-        """The states whose sidecar reads, most recently used first."""
+        """The states whose sidecar reads, most recently used first; each other is skipped with a warning."""
         self._make_private_once()
-        found = []
-        for sidecar in self.folder.glob(f"*{SIDECAR_SUFFIX}"):
-            entry = self._read_sidecar(sidecar.stem)
-            if entry is not None:
-                found.append(entry)
-        return sorted(found, key=lambda e: e.last_used, reverse=True)
+        readable, unreadable = self._scan()
+        for digest, why in unreadable:
+            log.warning("skipped saved state %s: its sidecar could not be read (%s)", digest, why)
+        return sorted(readable, key=lambda e: e.last_used, reverse=True)
+
+    def _scan(self) -> tuple[list[SavedState], list[tuple[str, str]]]:
+        """The states whose sidecar reads, and (digest, why) for each whose sidecar does not."""
+        readable: list[SavedState] = []
+        unreadable: list[tuple[str, str]] = []
+        for digest in self._digests(SIDECAR_SUFFIX):
+            try:
+                readable.append(self._parse_sidecar(digest))
+            except FileNotFoundError:
+                continue  # removed meanwhile
+            except (OSError, ValueError, TypeError) as error:
+                unreadable.append((digest, _reason(error)))
+        return readable, unreadable
 
     def _read_sidecar(self, digest: str) -> SavedState | None:
         try:
@@ -175,8 +244,12 @@ class StateStore:
             return None
 
     def _parse_sidecar(self, digest: str) -> SavedState:
-        """Raises OSError when it cannot be read, ValueError or TypeError when it is no sidecar."""
-        return SavedState.from_json(json.loads(self._sidecar(digest).read_text(encoding="utf-8")))
+        """Raises OSError when it cannot be read, ValueError or TypeError when it is no sidecar
+        (engine.models.untrusted.MalformedFile, a ValueError, for one nested too deeply or too large)."""
+        sidecar = self._sidecar(digest)
+        self._check_inside(sidecar)
+        entry = SavedState.from_json(load_json_object(sidecar, MAX_SIDECAR_BYTES))
+        return replace(entry, digest=digest)  # a copied sidecar stands for the state under its own name
 
     # -- saving -------------------------------------------------------------------
     def save(
@@ -233,7 +306,8 @@ class StateStore:
         """Drop states without a sidecar or with one that cannot be read, then the least recently used
         until the rest fit the cap."""
         self._remove_orphans()
-        readable, _, _ = self._remove_unreadable()
+        readable, unreadable = self._scan()
+        self._remove_unreadable(unreadable)
         entries = sorted(readable, key=lambda e: e.last_used)
         total = sum(e.state_bytes for e in entries)
         for entry in entries:
@@ -248,27 +322,21 @@ class StateStore:
         """Files a killed save left: temporaries, and states whose sidecar was never written."""
         for path in self.folder.glob(f".*{TEMP_SUFFIX}"):
             path.unlink(missing_ok=True)
-        for state in self.folder.glob(f"*{STATE_SUFFIX}"):
-            if not self._sidecar(state.stem).exists():
-                state.unlink(missing_ok=True)
+        for digest in self._digests(STATE_SUFFIX):
+            if not self._sidecar(digest).exists():
+                self._state(digest).unlink(missing_ok=True)
 
-    def _remove_unreadable(self) -> tuple[list[SavedState], int, int]:
-        """Remove the states whose sidecar cannot be read (they are never loaded); returns the
-        readable entries it parsed on the way, the states removed and the bytes freed. Under the
-        lock: no sidecar is half-written then."""
-        readable: list[SavedState] = []
+    def _remove_unreadable(self, unreadable: list[tuple[str, str]]) -> tuple[int, int]:
+        """Remove the states whose sidecar cannot be read (they are never loaded), with a warning
+        each; returns the states removed and the bytes freed. Under the lock: no sidecar is
+        half-written then."""
         removed = freed = 0
-        for sidecar in self.folder.glob(f"*{SIDECAR_SUFFIX}"):
-            try:
-                readable.append(self._parse_sidecar(sidecar.stem))
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError, TypeError) as error:
-                freed += self._state_bytes(sidecar.stem)
-                self._discard(sidecar.stem)
-                removed += 1
-                log.warning("removed saved state %s: its sidecar could not be read (%s)", sidecar.stem, error)
-        return readable, removed, freed
+        for digest, why in unreadable:
+            size = self._state_bytes(digest)
+            if self._discard(digest):
+                removed, freed = removed + 1, freed + size
+                log.warning("removed saved state %s: its sidecar could not be read (%s)", digest, why)
+        return removed, freed
 
     def _state_bytes(self, digest: str) -> int:
         try:
@@ -276,9 +344,17 @@ class StateStore:
         except OSError:
             return 0
 
-    def _discard(self, digest: str) -> None:
-        self._sidecar(digest).unlink(missing_ok=True)  # the sidecar first: a state without it is never loaded
-        self._state(digest).unlink(missing_ok=True)
+    def _discard(self, digest: str) -> bool:
+        """Remove a state's files, the sidecar first (a state without it is never loaded); a link is
+        removed, never followed. False when one is a folder: that is left, with a warning."""
+        for path in (self._sidecar(digest), self._state(digest)):
+            if path.is_dir() and not path.is_symlink():
+                log.warning(
+                    "left %s in the saved states' folder: it is a folder, not a state's file", path.name
+                )
+                return False
+            path.unlink(missing_ok=True)
+        return True
 
     # -- loading ------------------------------------------------------------------
     def has(self, key: PrefixKey) -> bool:
@@ -314,15 +390,24 @@ class StateStore:
             return f"it was saved by {entry.runtime}, not {runtime_version()}"
         if entry.prefix_tokens != len(prefix) or entry.tokens_sha256 != tokens_sha256(prefix):
             return "its tokens differ from this prompt's"
+        return self._state_file_problem(entry)
+
+    def _state_file_problem(self, entry: SavedState) -> str:
+        """Why the state file must not be loaded ("" when it may): checked before a byte of it is read."""
         state = self._state(entry.digest)
         try:
-            size = state.stat().st_size
-            if size != entry.state_bytes:
-                return f"its file is {size} bytes, {entry.state_bytes} were saved"
+            self._check_inside(state)
+            st = state.stat()
+            if not stat.S_ISREG(st.st_mode):
+                return f"its file is not a regular file ({file_kind(st.st_mode)})"
+            if st.st_size != entry.state_bytes:
+                return f"its file is {st.st_size} bytes, {entry.state_bytes} were saved"
             if sha256_file(state) != entry.state_sha256:
                 return "its file is damaged (hash mismatch)"
         except OSError as error:
             return f"its file cannot be read ({error.strerror or error})"
+        except ValueError as error:
+            return str(error)
         return ""
 
     def _load_checked(self, context: LlamaContext, digest: str, prefix: np.ndarray) -> str:
@@ -350,11 +435,12 @@ class StateStore:
         if not self.folder.exists():
             return 0, 0
         with self._lock():
-            entries = [e for e in self.entries() if document_sha256 in (None, e.document_sha256)]
-            for entry in entries:
-                self._discard(entry.digest)
-            unreadable = freed = 0
+            readable, unreadable = self._scan()
+            chosen = [e for e in readable if document_sha256 in (None, e.document_sha256)]
+            removed = [e for e in chosen if self._discard(e.digest)]
+            count, freed = len(removed), sum(e.state_bytes for e in removed)
             if document_sha256 is None:  # whose document an unreadable state held is unknown
-                _, unreadable, freed = self._remove_unreadable()
+                more, more_freed = self._remove_unreadable(unreadable)
                 self._remove_orphans()
-        return len(entries) + unreadable, sum(e.state_bytes for e in entries) + freed
+                count, freed = count + more, freed + more_freed
+        return count, freed
