@@ -3,7 +3,8 @@
 Every row is generated from the field's Option (engine.api): its label, tooltip (the help
 text), spin range, choices, and the text shown for None ("Auto (…)") or 0 ("Full attention").
 So the dialog cannot offer a value the engine refuses, such as a look-ahead of 0.
-A few unlabelled fields get a section of their own below the rows (OWN_SECTIONS): the RPC
+Fields the schema puts in a group (Option.group: "Sampling") get a box of that title below the
+rows. A few unlabelled fields get a section of their own below those (OWN_SECTIONS): the RPC
 workers (ModelSettings.rpc) are a list with its own buttons, not one value in a row.
 """
 
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QGroupBox,
     QHBoxLayout,
     QLineEdit,
     QPushButton,
@@ -35,12 +37,14 @@ from engine.api import DEFAULT_MIN_TOKENS, ModelSettings, Option, RunSettings, o
 
 SPIN_LIMIT = 2**31 - 1  # a QSpinBox holds a 32-bit int
 FLOAT_DECIMALS = 2  # sizes in GB: hundredths are fine enough
-FLOAT_STEPS = {"state_cache_gb": 1.0, "draft_cache_gb": 0.5}  # arrow-click size; default 0.1
+# How far one arrow click moves a decimal spin box; 0.1 for the others.
+FLOAT_STEPS = {"state_cache_gb": 1.0, "draft_cache_gb": 0.5, "top_p": 0.05, "min_p": 0.01}
 # How far one arrow click moves a spin box: presentation only, not a setting's value.
 SPIN_STEPS = {"n_ctx": 1024, "draft_window": 1024, "min_tokens": 256, "max_new_tokens": 64}
 FOLDER_MODELS = {"draft_path"}  # a draft may also be a transformers model folder
 # Where the token spin starts when "automatic" is unticked: the fixed value automatic falls back to.
 UNTICKED_STARTS = {"min_tokens": DEFAULT_MIN_TOKENS}
+SPIN_SUFFIXES = {"min_tokens": " tokens"}  # the unit a count's spin box shows, where it has one
 # The attribute names the window and its tests use for some rows; the others use the field's name.
 ATTRIBUTES = {
     "target_path": "target",
@@ -176,6 +180,8 @@ class _AmountSpin(QDoubleSpinBox):
         super().__init__(parent)
         self.setDecimals(FLOAT_DECIMALS)
         low = option.minimum if option.minimum is not None else 0.0
+        if option.above_minimum:  # the minimum itself is refused: start one step of the display above it
+            low += 10**-FLOAT_DECIMALS
         self.setRange(low, option.maximum if option.maximum is not None else float(SPIN_LIMIT))
         self.setSingleStep(step)
         self.setToolTip(option.help)
@@ -192,14 +198,16 @@ class _AmountSpin(QDoubleSpinBox):
 class _AutomaticOrCount(QWidget):
     """A count where None (automatic) and 0 are both meaningful: a tick box beside a spin box."""
 
-    def __init__(self, option: Option, step: int, unticked_start: int, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, option: Option, step: int, unticked_start: int, suffix: str = "", parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self._unticked_start = unticked_start
         self.automatic = QCheckBox(f"automatic ({_phrase(option.none_means)})")
         self.tokens = QSpinBox()
         self.tokens.setRange(int(option.minimum), _largest(option))
         self.tokens.setSingleStep(step)
-        self.tokens.setSuffix(" tokens")
+        self.tokens.setSuffix(suffix)
         for widget in (self, self.automatic, self.tokens):
             widget.setToolTip(option.help)
         self.automatic.toggled.connect(lambda on: self.tokens.setEnabled(not on))
@@ -241,7 +249,7 @@ def editor_for(cls: type, name: str, option: Option) -> QWidget:
     if kind is Path:
         return _PathField(option, allow_folder=name in FOLDER_MODELS)
     if kind is int and option.none_means and option.minimum == 0:  # no spare value below 0 to mean None
-        return _AutomaticOrCount(option, step, UNTICKED_STARTS.get(name, 0))
+        return _AutomaticOrCount(option, step, UNTICKED_STARTS.get(name, 0), SPIN_SUFFIXES.get(name, ""))
     if kind is int:
         return _CountSpin(option, step)
     if kind is float:
@@ -257,6 +265,8 @@ class SettingsDialog(QDialog):
         self.setWindowTitle("Settings")
         self._base = model_settings  # fields the dialog does not edit (n_batch) are kept from here
         self._form = QFormLayout()
+        self._group_forms: dict[str, QFormLayout] = {}  # by Option.group, in the schema's order
+        self._row_forms: dict[str, QFormLayout] = {}  # the form each field's row is in
         self._editors: dict[str, QWidget] = {}
         for cls in (ModelSettings, RunSettings):
             self._add_rows(cls)
@@ -273,6 +283,11 @@ class SettingsDialog(QDialog):
         self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
         layout = QVBoxLayout(self)
         layout.addLayout(self._form)
+        self.groups: dict[str, QGroupBox] = {}
+        for title, form in self._group_forms.items():
+            self.groups[title] = QGroupBox(title)
+            self.groups[title].setLayout(form)
+            layout.addWidget(self.groups[title])
         for section in sections:
             layout.addWidget(section)
         layout.addWidget(buttons)
@@ -285,7 +300,9 @@ class SettingsDialog(QDialog):
             editor = editor_for(cls, name, option)
             self._editors[name] = editor
             setattr(self, ATTRIBUTES.get(name, name), editor)
-            self._form.addRow(f"{option.label}:", editor)
+            form = self._group_forms.setdefault(option.group, QFormLayout()) if option.group else self._form
+            self._row_forms[name] = form
+            form.addRow(f"{option.label}:", editor)
 
     def _add_section(self, name: str) -> QWidget:
         section_class, attribute = OWN_SECTIONS[name]
@@ -299,7 +316,7 @@ class SettingsDialog(QDialog):
         return self._editors[name]
 
     def label_of(self, name: str) -> str:
-        return self._form.labelForField(self._editors[name]).text()
+        return self._row_forms[name].labelForField(self._editors[name]).text()
 
     def set_values(self, model_settings: ModelSettings, run_prefs: RunPreferences) -> None:
         for source, cls in ((model_settings, ModelSettings), (run_prefs, RunSettings)):

@@ -9,7 +9,7 @@ Both dataclasses validate themselves when built, so a bad value never reaches a 
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from types import UnionType
@@ -48,6 +48,9 @@ AUTO_LONG_LOOKUP_TOKENS = 10_000
 AUTO_KEEP_NOMINAL = 0.2  # what predictions made before the draft has scored assume auto keeps
 Coverage = Literal["auto", "on", "off"]
 NamedFiles = Literal["auto", "off"]
+PENALTY_WINDOW = 64  # the answer's last tokens the penalties count (llama.cpp's and Ollama's default)
+SAMPLING = "Sampling"  # the Settings dialog's group of the settings that choose each answer token
+SEED_MAX = 2**32 - 2  # llama.cpp's seeds are 32-bit; the largest one stands for "random"
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Option:
     zero_means: str = ""  # what 0 stands for, where 0 is special
     what: str = ""  # the setting's name in messages; "": the field name in words
     words: tuple[str, ...] = ()  # words a numeric setting also takes ("auto"), besides numbers in its range
+    group: str = ""  # the Settings dialog's group box for it; "": the main rows
 
     def label_for(self, choice: str) -> str:
         return dict(self.choice_labels).get(choice, choice)
@@ -112,6 +116,11 @@ def _number(x: float | None) -> str:
 def setting(default: Any, **option: Any) -> Any:
     """A dataclass field with its Option in the field's metadata."""
     return field(default=default, metadata={"option": Option(**option)})
+
+
+def sampling(default: Any, **option: Any) -> Any:
+    """A setting of the Sampling group: how each answer token is chosen from the target's logits."""
+    return setting(default, group=SAMPLING, **option)
 
 
 @cache
@@ -389,6 +398,73 @@ class RunSettings:
         "question is typed, so the first SpecPrefill answer scores only its question; a question "
         "arriving meanwhile takes over what was read",
     )
+    temperature: float = sampling(
+        0.0,
+        minimum=0.0,
+        maximum=2.0,
+        zero_means="greedy",
+        label="Temperature",
+        help="how freely the answer's tokens are sampled: higher is more varied (0 = greedy: always the "
+        "likeliest token, the same answer every time; compares, A/B suites and benchmarks always run greedy)",
+    )
+    top_p: float = sampling(
+        1.0,
+        minimum=0.0,
+        maximum=1.0,
+        label="Top-p",
+        help="nucleus sampling: sample only among the likeliest tokens whose probabilities add up to this "
+        "(1 = off)",
+    )
+    top_k: int = sampling(
+        0,
+        minimum=0,
+        maximum=1 << 20,
+        zero_means="off",
+        label="Top-k",
+        help="sample only among this many likeliest tokens (0 = off)",
+    )
+    min_p: float = sampling(
+        0.0,
+        minimum=0.0,
+        maximum=1.0,
+        zero_means="off",
+        label="Min-p",
+        help="drop the tokens less likely than this fraction of the likeliest one's probability (0 = off)",
+    )
+    seed: int | None = sampling(
+        None,
+        minimum=0,
+        maximum=SEED_MAX,
+        none_means="a random seed per run",
+        label="Seed",
+        help="the sampler's random seed: the same seed, prompt and settings give the same answer "
+        "(default: a random seed per run)",
+    )
+    presence_penalty: float = sampling(
+        0.0,
+        minimum=-2.0,
+        maximum=2.0,
+        label="Presence penalty",
+        help="subtracted from the logit of every token already in the answer's last "
+        f"{PENALTY_WINDOW} tokens: above 0 favours new tokens (0 = off)",
+    )
+    frequency_penalty: float = sampling(
+        0.0,
+        minimum=-2.0,
+        maximum=2.0,
+        label="Frequency penalty",
+        help=f"subtracted from a token's logit once per time it occurs in the answer's last {PENALTY_WINDOW} "
+        "tokens: above 0 discourages repeating (0 = off)",
+    )
+    repeat_penalty: float = sampling(
+        1.0,
+        minimum=0.0,
+        maximum=2.0,
+        above_minimum=True,
+        label="Repeat penalty",
+        help=f"scales down by this factor the logits of the tokens in the answer's last {PENALTY_WINDOW} tokens "
+        "(Ollama's repeat_penalty): above 1 discourages repeating (1 = off)",
+    )
     system_prompt: str = setting(
         "You are a helpful assistant. Answer using only the document.",
         flag="",
@@ -402,6 +478,21 @@ class RunSettings:
 def nominal_keep(keep: float | str) -> float:
     """A keep to predict with: the number, or what auto is expected to keep before the draft has scored."""
     return AUTO_KEEP_NOMINAL if keep == AUTO_KEEP else float(keep)
+
+
+def sampling_fields() -> tuple[str, ...]:
+    """The RunSettings fields that choose each answer token from the target's logits."""
+    return tuple(name for name, option, _ in options(RunSettings) if option.group == SAMPLING)
+
+
+def greedy(settings: RunSettings) -> RunSettings:
+    """These settings with every sampling field at its default: greedy decoding, no penalties. Compares
+    and benchmarks run this way, so that both sides answer by the same rule and the same prompt gives
+    the same answer."""
+    defaults = {name: getattr(RunSettings, name) for name in sampling_fields()}
+    if all(getattr(settings, name) == value for name, value in defaults.items()):
+        return settings  # greedy already
+    return replace(settings, **defaults)
 
 
 # RunSettings that only sessions (chat, the app) use

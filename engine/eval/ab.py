@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import SettingsError, SpecPrefillError
 from engine.core.events import RunFinished, RunResult
-from engine.core.settings import AUTO_KEEP, RunSettings, describe, option_of
+from engine.core.settings import AUTO_KEEP, RunSettings, describe, greedy, option_of
 from engine.eval.metrics import answer_agreement, is_correct, key_point_coverage
 from engine.eval.results import AbReport, CaseRecord, Environment, ModelEntry, RunRecord, Versions, run_label
 from engine.eval.suite import Case
@@ -172,6 +172,7 @@ def run_suite(
     Without it every run is a cold one-shot `Engine.stream`.
     """
     validate_keeps(keeps)
+    settings = greedy(settings)  # an A/B compares like with like: every run decodes greedily
     finished = finished or {}
     carried = {case.id: carried_runs(finished.get(case.id), case, keeps) for case in cases}
     done = {
@@ -526,8 +527,8 @@ def describe_environment(
 
 
 def settings_record(settings: RunSettings) -> dict:
-    """The settings every run of a suite shares: all but keep, which each run sets."""
-    return {k: v for k, v in asdict(settings).items() if k != "keep"}
+    """The settings every run of a suite shares: all but keep, which each run sets; greedy, as run_suite runs."""
+    return {k: v for k, v in asdict(greedy(settings)).items() if k != "keep"}
 
 
 def _model_entry(name: str, path: Path, default: models.ModelSpec) -> ModelEntry:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from engine.core.atomic import write_bytes_atomic
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import EngineEvent, RunFinished, RunResult
-from engine.core.settings import RunSettings
+from engine.core.settings import RunSettings, greedy
 from engine.eval.results import without_unknown_fit
 from engine.pipeline import Engine, EngineInfo
 
@@ -173,8 +173,9 @@ def run_bench(
 
 
 def bench_settings(base: RunSettings, respect_threshold: bool) -> RunSettings:
-    """Bench measures SpecPrefill itself unless asked to measure the bypass below the threshold."""
-    return replace(base, force=not respect_threshold)
+    """Bench measures SpecPrefill itself unless asked to measure the bypass below the threshold. It
+    decodes greedily: both runs then answer by the same rule, and a rerun times the same tokens."""
+    return replace(greedy(base), force=not respect_threshold)
 
 
 def plot_ttft(rows: list[BenchRow], out_path, title: str) -> None:

@@ -1,4 +1,4 @@
-"""The target model's prefill and greedy decode over explicit positions."""
+"""The target model's prefill and decode over explicit positions."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import Cancelled, RuntimeFailure
 from engine.core.steps import Steps, chunk_ranges, run_to_end
 from engine.llama.native import LlamaContext, LlamaModel, decode_error_message
+from engine.llama.sampler import GREEDY, SamplingParams, TokenSampler
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,28 @@ class TargetRuntime:
             self.context.cancel = NEVER
 
     def generate(
-        self, first_logits: np.ndarray, next_position: int, max_new_tokens: int, cancel: CancelToken = NEVER
+        self,
+        first_logits: np.ndarray,
+        next_position: int,
+        max_new_tokens: int,
+        cancel: CancelToken = NEVER,
+        sampling: SamplingParams = GREEDY,
     ) -> Iterator[GeneratedToken]:
-        """Greedy decode: the first token comes from the prefill's logits, each next one from a decode."""
+        """Decode the answer: the first token comes from the prefill's logits, each next one from a
+        decode. Greedy by default; `sampling` otherwise (engine.llama.sampler)."""
+        with TokenSampler(sampling, len(first_logits)) as sampler:
+            yield from self._decode_answer(sampler, first_logits, next_position, max_new_tokens, cancel)
+
+    def _decode_answer(
+        self,
+        sampler: TokenSampler,
+        first_logits: np.ndarray,
+        next_position: int,
+        max_new_tokens: int,
+        cancel: CancelToken,
+    ) -> Iterator[GeneratedToken]:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        token = int(np.argmax(first_logits))
+        token = sampler.sample(first_logits)
         position = next_position
         for i in range(max_new_tokens):
             cancel.raise_if_cancelled()  # before every token, the first included: nothing shows after Cancel
@@ -107,7 +125,7 @@ class TargetRuntime:
             cancel.raise_if_cancelled()
             with self._abort_on(cancel):
                 self._decode(np.array([token], dtype=np.int32), np.array([position], dtype=np.int32), True)
-            token = int(np.argmax(self.context.last_logits()))
+            token = sampler.sample(self.context.last_logits())
             position += 1
 
     def accepts_gapped_positions(self) -> bool:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from engine.core.cancel import CancelToken
 from engine.core.events import RunName
-from engine.core.settings import RunSettings
+from engine.core.settings import RunSettings, greedy
 from engine.ingest.document import Segment
 from engine.llama.context_fit import Truncation
 from engine.llama.prompt import PreparedPrompt, render_parts, tokenize_parts
@@ -35,8 +35,12 @@ def prepare_prompt(
 
 def for_run(run: RunName, settings: RunSettings, compare: bool) -> RunSettings:
     """A compare's full prefill is what a user gets without SpecPrefill: a document longer than the
-    window is cut to fit (and labelled truncated), not refused."""
-    if compare and run == "baseline" and not settings.truncate:
+    window is cut to fit (and labelled truncated), not refused. Both runs of a compare decode
+    greedily: a difference between their answers is then SpecPrefill's, not the sampler's."""
+    if not compare:
+        return settings
+    settings = greedy(settings)
+    if run == "baseline" and not settings.truncate:
         return replace(settings, truncate=True)
     return settings
 

@@ -30,6 +30,7 @@ from engine.ingest.document import Segment
 from engine.llama.context_fit import fit_prompt
 from engine.llama.prompt import PreparedPrompt, token_char_offsets
 from engine.llama.runtime import TargetRuntime
+from engine.llama.sampler import SamplingParams
 from engine.pipeline.draft_cache import DocumentSegments
 from engine.pipeline.engine_open import EngineInfo
 from engine.pipeline.peak_memory import PeakMemory
@@ -324,7 +325,10 @@ class Runner:
         pieces: list[str] = []
         ttft_s = decode_s = 0.0
         stop_reason = "eos"
-        for i, piece in enumerate(runtime.generate(logits, next_position, max_new, cancel)):
+        sampling = SamplingParams.from_settings(request.settings)
+        for i, piece in enumerate(
+            runtime.generate(logits, next_position, max_new, cancel, sampling=sampling)
+        ):
             if i == 0:
                 t_first = time.perf_counter()
                 ttft_s = t_first - request.t0

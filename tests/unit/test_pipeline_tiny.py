@@ -40,9 +40,9 @@ def recorder(engine, monkeypatch):
         calls["prefill"].append((np.array(tokens), np.array(positions)))
         return (yield from iter_prefill(tokens, positions, cancel, split))
 
-    def spy_generate(first_logits, next_position, max_new_tokens, cancel):
+    def spy_generate(first_logits, next_position, max_new_tokens, cancel, **sampling):
         calls["generate"].append(next_position)
-        return generate(first_logits, next_position, max_new_tokens, cancel)
+        return generate(first_logits, next_position, max_new_tokens, cancel, **sampling)
 
     monkeypatch.setattr(engine.runtime, "iter_prefill", spy_prefill)
     monkeypatch.setattr(engine.runtime, "generate", spy_generate)
