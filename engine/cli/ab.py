@@ -122,7 +122,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="reuse each document's caches across its questions: faster accuracy; cached TTFTs are "
         "labelled and kept out of the cold means (mean TTFT, speed-up)",
     )
-    add_run_options(p, skip=("keep",))
+    add_run_options(p, skip=("keep",), sampling=False)
     add_model_options(p)
     p.set_defaults(command=command)
     return p

@@ -54,7 +54,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="measure the first question after the draft's read-ahead instead: cold full prefill, "
         "cold SpecPrefill and SpecPrefill after the read-ahead, per length, in one run",
     )
-    add_run_options(p)
+    add_run_options(p, sampling=False)
     add_model_options(p)
     add_target_shape_option(p)
     p.set_defaults(command=command, max_new_tokens=16)

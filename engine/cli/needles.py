@@ -83,7 +83,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "and each row's served_by says how; a long haystack wants --draft-cache-gb 3)",
     )
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    add_run_options(p)
+    add_run_options(p, sampling=False)
     add_model_options(p)
     p.set_defaults(command=command, max_new_tokens=32)
     return p

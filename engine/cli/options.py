@@ -19,6 +19,7 @@ from engine.core.settings import (
     RunSettings,
     describe,
     options,
+    sampling_fields,
     value_type,
 )
 from engine.models.resolve import resolve_model
@@ -105,11 +106,17 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_run_options(
-    parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = (), sessions: bool = False
+    parser: argparse.ArgumentParser,
+    *,
+    skip: tuple[str, ...] = (),
+    sessions: bool = False,
+    sampling: bool = True,
 ) -> None:
-    """The RunSettings options; those only sessions use (SESSION_ONLY_SETTINGS) with `sessions` only."""
+    """The RunSettings options; those only sessions use (SESSION_ONLY_SETTINGS) with `sessions` only,
+    and the sampling ones with `sampling` only (a verb that compares decodes greedily: it has none)."""
     group = parser.add_argument_group("SpecPrefill")
-    add_settings_options(group, RunSettings, skip if sessions else (*skip, *SESSION_ONLY_SETTINGS))
+    skip = skip if sessions else (*skip, *SESSION_ONLY_SETTINGS)
+    add_settings_options(group, RunSettings, skip if sampling else (*skip, *sampling_fields()))
     group.add_argument("--password", default=None, help="password of an encrypted PDF")
 
 

@@ -218,6 +218,13 @@ def test_the_cli_sets_the_sampling_settings():
 
 
 # -- compares, A/B suites and benchmarks stay greedy ------------------------------------------------
+@pytest.mark.parametrize(
+    "verb", [["ab", "--suite", "s.jsonl"], ["bench", "--doc", "d.txt"], ["needles", "--doc", "d.txt"]]
+)
+def test_the_verbs_that_compare_offer_no_sampling_flag(verb, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*verb, "--temperature", "0.7"])
+    assert "--temperature" in capsys.readouterr().err
 
 
 def test_greedy_resets_every_sampling_setting_and_nothing_else():
