@@ -73,6 +73,7 @@ from engine.core.formatting import (
 )
 from engine.core.notices import NOTICES
 from engine.core.resources import icon_paths
+from engine.core.setting_schema import Option, describe, option_of, options, validate, value_type
 from engine.core.settings import (
     AUTO_KEEP,
     AUTO_KEEP_BROAD,
@@ -81,14 +82,8 @@ from engine.core.settings import (
     AUTO_LONG_LOOKUP_TOKENS,
     DEFAULT_MIN_TOKENS,
     ModelSettings,
-    Option,
     RunSettings,
-    describe,
     nominal_keep,
-    option_of,
-    options,
-    validate,
-    value_type,
 )
 from engine.eval.ab import (
     DEFAULT_KEEPS,
@@ -123,6 +118,9 @@ from engine.models.defaults import DRAFT as DEFAULT_DRAFT
 from engine.models.defaults import TARGET as DEFAULT_TARGET
 from engine.models.discover import DiscoveredModel, Discovery
 from engine.models.discover import discover as discover_models
+from engine.models.gguf_header import GGUFHeaderError
+from engine.models.gguf_header import read_header as read_gguf_header
+from engine.models.identity import content_identity
 from engine.pipeline.kept_positions import GAPPED as GAPPED_POSITIONS
 from engine.pipeline.model_choice import DraftChoice, PairPlan, plan_pair
 from engine.pipeline.model_choice import usable as usable_models
@@ -249,6 +247,9 @@ __all__ = [
     "DiscoveredModel",
     "Discovery",
     "discover_models",
+    "GGUFHeaderError",
+    "read_gguf_header",
+    "content_identity",
     "DraftChoice",
     "PairPlan",
     "plan_pair",

@@ -12,16 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import SettingsError
-from engine.core.settings import (
-    SESSION_ONLY_SETTINGS,
-    ModelSettings,
-    Option,
-    RunSettings,
-    describe,
-    options,
-    sampling_fields,
-    value_type,
-)
+from engine.core.setting_schema import Option, describe, options, value_type
+from engine.core.settings import SESSION_ONLY_SETTINGS, ModelSettings, RunSettings, sampling_fields
 from engine.models.resolve import resolve_model
 
 EXIT_USAGE = 2

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import SettingsError, SpecPrefillError
 from engine.core.events import RunFinished, RunResult
-from engine.core.settings import AUTO_KEEP, RunSettings, describe, greedy, option_of
+from engine.core.setting_schema import describe, option_of
+from engine.core.settings import AUTO_KEEP, RunSettings, greedy
 from engine.eval.metrics import answer_agreement, is_correct, key_point_coverage
 from engine.eval.results import AbReport, CaseRecord, Environment, ModelEntry, RunRecord, Versions, run_label
 from engine.eval.suite import Case

@@ -21,7 +21,8 @@ from engine.core.errors import InsufficientMemoryError, ModelError
 from engine.core.events import RunFinished
 from engine.core.formatting import format_bytes
 from engine.core.memory import MemoryNeed, available_bytes, needs_by_device, require_all_fit
-from engine.core.settings import ModelSettings, RunSettings, option_of
+from engine.core.setting_schema import option_of
+from engine.core.settings import ModelSettings, RunSettings
 from engine.draft.loader import DraftDevice, load_draft_model, pick_device
 from engine.draft.scorer import ATTN_IMPL
 from engine.llama.memory import load_needs

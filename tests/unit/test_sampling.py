@@ -9,7 +9,8 @@ import pytest
 from engine.cli.main import build_parser
 from engine.cli.options import run_settings_from
 from engine.core.errors import SettingsError
-from engine.core.settings import RunSettings, greedy, options, sampling_fields
+from engine.core.setting_schema import options
+from engine.core.settings import RunSettings, greedy, sampling_fields
 from engine.eval.ab import run_suite, settings_record
 from engine.eval.bench import bench_settings
 from engine.eval.suite import load_suite

@@ -14,7 +14,8 @@ import pytest
 from engine.cli.main import build_parser
 from engine.cli.options import model_settings_from, run_settings_from
 from engine.core.errors import SettingsError
-from engine.core.settings import SESSION_ONLY_SETTINGS, ModelSettings, RunSettings, options
+from engine.core.setting_schema import options
+from engine.core.settings import SESSION_ONLY_SETTINGS, ModelSettings, RunSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
