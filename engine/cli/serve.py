@@ -105,6 +105,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         return EXIT_USAGE
     defaults = run_settings_from(args)  # checked before the models load
     from engine.serve.app import ServeConfig, create_app  # fastapi loads here, not for every verb
+    from engine.serve.model_facts import model_facts
     from engine.serve.server import serve
     from engine.serve.worker import EngineWorker
 
@@ -118,7 +119,8 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     try:
         worker = EngineWorker(engine, args.queue, background=defaults.background_prefill)
         name = args.model_name or model_name_of(settings.target_path)
-        config = ServeConfig(name, defaults, args.mode, api_key, int(args.max_body_mb * (1 << 20)))
+        facts = model_facts(engine.info.target_path, engine.info.n_ctx)
+        config = ServeConfig(name, defaults, args.mode, api_key, int(args.max_body_mb * (1 << 20)), facts)
         print(
             f"specprefill: serving {name!r} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True
         )

@@ -1,57 +1,58 @@
-"""A chat completion request's body: read within the size limit, parsed, and every field either
-honoured or refused with a 400 that says why (the engine decodes greedily, so sampling fields
-other than their greedy values are refused, never ignored)."""
+"""A request body: read within the size limit, validated into its pydantic model, and turned into
+what the engine runs. Every field is either honoured or refused with a 400 that says why; none
+is silently ignored. Shared by the OpenAI and the Ollama routes."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
-from engine.api import AUTO_KEEP, SESSION_MODES, RunSettings, SettingsError
+from pydantic import BaseModel, ValidationError
+
+from engine.api import RunSettings, SettingsError
 from engine.serve.conversation import Conversation, conversation_of, parse_messages
 from engine.serve.errors import ApiError, bad_request, unsupported
+from engine.serve.schemas import MAX_STOP_CHARS, MAX_STOPS, ChatCompletionRequest
 
-MAX_STOPS = 4
-# Fields accepted only at the value that means "off" (or greedy decoding): anything else is refused.
-NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
-    "temperature": (None, 0, 0.0),
-    "top_p": (None, 1, 1.0),
+Body = TypeVar("Body", bound=BaseModel)
+
+# Fields accepted only at the value that means "off": anything else is refused.
+OFF_VALUES: dict[str, tuple[Any, ...]] = {
     "n": (None, 1),
-    "presence_penalty": (None, 0, 0.0),
-    "frequency_penalty": (None, 0, 0.0),
     "logprobs": (None, False),
     "top_logprobs": (None, 0),
     "logit_bias": (None, {}),
     "tools": (None, []),
-    "tool_choice": (None, "none"),
+    "tool_choice": (None, "none", "auto"),
     "functions": (None, []),
-    "function_call": (None, "none"),
+    "function_call": (None, "none", "auto"),
     "parallel_tool_calls": (None, False, True),
     "response_format": (None, {"type": "text"}),
+    "store": (None, False),
 }
 WHY_REFUSED = {
-    "temperature": "this server decodes greedily: temperature must be 0 or absent",
-    "top_p": "this server decodes greedily: top_p must be 1 or absent",
     "n": "this server returns one choice: n must be 1 or absent",
+    "tools": "tool calls are not supported",
+    "logprobs": "log probabilities are not returned by this server",
 }
-HONOURED = {
-    "model",
-    "messages",
-    "max_tokens",
-    "max_completion_tokens",
-    "stop",
+# The sampling fields, by the name the engine's settings give them (engine.core.settings.RunSettings).
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
     "seed",
-    "stream",
-    "stream_options",
-    "user",
-    "specprefill",
-}
+    "presence_penalty",
+    "frequency_penalty",
+    "repeat_penalty",
+)
 
 
 @dataclass(frozen=True)
 class ChatRequest:
+    """A request as the engine runs it, whichever API it came through."""
+
     conversation: Conversation
     mode: str  # auto | spec | baseline (the engine's session modes)
     settings: RunSettings
@@ -72,90 +73,60 @@ async def read_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
     return bytes(body)
 
 
-def parse_json(body: bytes) -> dict[str, Any]:
+def validated(model: type[Body], raw: bytes) -> Body:
+    """The body as `model`, or a 400 naming the first field at fault (pydantic-core's JSON parser
+    refuses nesting deeper than its recursion limit, so no body can exhaust the stack)."""
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise bad_request(f"the body is not valid JSON: {exc}", None, "invalid_json") from None
-    if not isinstance(data, dict):
-        raise bad_request("the body must be a JSON object", None, "invalid_json")
-    return data
+        return model.model_validate_json(raw, strict=True)
+    except ValidationError as exc:
+        raise api_error_of(exc) from None
 
 
-def check_fields(data: dict[str, Any]) -> None:
-    for name, value in data.items():
-        if name in HONOURED:
-            continue
-        if name not in NEUTRAL_VALUES:
-            raise unsupported(name, f"the field {name!r} is not supported by this server")
-        if value not in NEUTRAL_VALUES[name]:
+def api_error_of(exc: ValidationError) -> ApiError:
+    first = exc.errors(include_url=False, include_input=False)[0]
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".")
+    kind = first["type"]
+    if kind.startswith("json_") or kind in ("model_type", "model_attributes_type") and not where:
+        return bad_request(f"the body is not a valid JSON object: {first['msg']}", None, "invalid_json")
+    if kind == "extra_forbidden":
+        return unsupported(where, f"the field {where!r} is not supported by this server")
+    if kind == "missing":
+        return bad_request(f"{where} is required", where, "missing_required_parameter")
+    return bad_request(f"{where}: {first['msg']}", where or None)
+
+
+def check_off_values(body: BaseModel) -> None:
+    for name, allowed in OFF_VALUES.items():
+        value = getattr(body, name, None)
+        if value not in allowed:
             raise unsupported(name, WHY_REFUSED.get(name, f"{name} is not supported (got {value!r})"))
 
 
-def max_tokens_of(data: dict[str, Any]) -> int | None:
-    values = {k: data[k] for k in ("max_completion_tokens", "max_tokens") if data.get(k) is not None}
-    if len(set(map(repr, values.values()))) > 1:
-        raise bad_request("max_tokens and max_completion_tokens differ; give one", "max_tokens")
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise bad_request(f"{name} must be a whole number of at least 1", name)
-        return value
-    return None
-
-
-def stops_of(value: Any) -> tuple[str, ...]:
-    stops = [value] if isinstance(value, str) else value if value is not None else []
-    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+def stops_of(value: str | list[str] | None) -> tuple[str, ...]:
+    stops = [value] if isinstance(value, str) else value or []
+    if not all(stops):
         raise bad_request("stop must be a non-empty string or a list of them", "stop")
     if len(stops) > MAX_STOPS:
         raise bad_request(f"stop takes at most {MAX_STOPS} sequences", "stop")
+    if any(len(s) > MAX_STOP_CHARS for s in stops):
+        raise bad_request(f"a stop sequence is at most {MAX_STOP_CHARS:,} characters", "stop")
     return tuple(stops)
 
 
-def stream_flags(data: dict[str, Any]) -> tuple[bool, bool]:
-    stream = data.get("stream", False)
-    if not isinstance(stream, bool):
-        raise bad_request("stream must be true or false", "stream")
-    options = data.get("stream_options")
-    if options is None:
-        return stream, False
-    if not stream:
-        raise bad_request("stream_options is only allowed with stream: true", "stream_options")
-    if not isinstance(options, dict) or set(options) - {"include_usage"}:
-        raise unsupported("stream_options", "stream_options takes include_usage only")
-    include = options.get("include_usage", False)
-    if not isinstance(include, bool):
-        raise bad_request(
-            "stream_options.include_usage must be true or false", "stream_options.include_usage"
-        )
-    return stream, include
+def settings_for(
+    defaults: RunSettings, overrides: dict[str, Any], param_names: dict[str, str]
+) -> RunSettings:
+    """The defaults with a request's overrides; a value out of range is a 400 naming the request's field
+    (`param_names`: setting name -> the field the request named it by)."""
+    try:
+        return replace(defaults, **overrides)
+    except SettingsError as exc:
+        message = str(exc)
+        param = next((p for name, p in param_names.items() if name in message), None)
+        raise bad_request(message, param) from None
 
 
-def spec_options(value: Any, default_mode: str) -> tuple[str, dict[str, Any]]:
-    """The `specprefill` extension: {"mode": auto|spec|baseline, "keep": a fraction or "auto"}."""
-    if value is None:
-        return default_mode, {}
-    if not isinstance(value, dict) or set(value) - {"mode", "keep"}:
-        raise bad_request('specprefill must be an object with "mode" and/or "keep"', "specprefill")
-    mode = value.get("mode", default_mode)
-    if mode not in SESSION_MODES:
-        raise bad_request(f"specprefill.mode must be one of {', '.join(SESSION_MODES)}", "specprefill.mode")
-    overrides: dict[str, Any] = {}
-    if "keep" in value:
-        keep = value["keep"]
-        if keep != AUTO_KEEP and (isinstance(keep, bool) or not isinstance(keep, (int, float))):
-            raise bad_request('specprefill.keep must be a fraction in (0, 1] or "auto"', "specprefill.keep")
-        overrides["keep"] = keep if keep == AUTO_KEEP else float(keep)
-    return mode, overrides
-
-
-def parse_chat_request(
-    data: dict[str, Any], model_id: str, defaults: RunSettings, default_mode: str
-) -> ChatRequest:
-    """The request as the engine runs it; any field it cannot honour is a 400 (unknown model: 404)."""
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad_request("model is required", "model", "missing_required_parameter")
+def check_model(model: str, model_id: str) -> None:
     if model != model_id:
         raise ApiError(
             404,
@@ -163,22 +134,37 @@ def parse_chat_request(
             param="model",
             code="model_not_found",
         )
-    check_fields(data)
-    conversation = conversation_of(parse_messages(data.get("messages")))
-    if data.get("seed") is not None and (isinstance(data["seed"], bool) or not isinstance(data["seed"], int)):
-        raise bad_request("seed must be an integer", "seed")
-    if data.get("user") is not None and not isinstance(data["user"], str):
-        raise bad_request("user must be a string", "user")
-    stream, include_usage = stream_flags(data)
-    mode, overrides = spec_options(data.get("specprefill"), default_mode)
-    max_tokens = max_tokens_of(data)
-    if max_tokens is not None:
-        overrides["max_new_tokens"] = max_tokens
+
+
+def openai_chat_request(
+    body: ChatCompletionRequest, model_id: str, defaults: RunSettings, default_mode: str
+) -> ChatRequest:
+    """A validated OpenAI request as the engine runs it (unknown model: 404)."""
+    check_model(body.model, model_id)
+    check_off_values(body)
+    if body.stream_options is not None and not body.stream:
+        raise bad_request("stream_options is only allowed with stream: true", "stream_options")
+    if (
+        None not in (body.max_tokens, body.max_completion_tokens)
+        and body.max_tokens != body.max_completion_tokens
+    ):
+        raise bad_request("max_tokens and max_completion_tokens differ; give one", "max_tokens")
+    conversation = conversation_of(parse_messages([m.model_dump() for m in body.messages]))
+    overrides: dict[str, Any] = {name: getattr(body, name) for name in SAMPLING_FIELDS}
+    overrides = {name: value for name, value in overrides.items() if value is not None}
+    names = {name: name for name in SAMPLING_FIELDS}
+    if (max_tokens := body.max_completion_tokens or body.max_tokens) is not None:
+        overrides["max_new_tokens"], names["max_new_tokens"] = max_tokens, "max_tokens"
+    spec = body.specprefill
+    if spec is not None and spec.keep is not None:
+        overrides["keep"], names["keep"] = spec.keep, "specprefill.keep"
     if conversation.system_prompt is not None:
         overrides["system_prompt"] = conversation.system_prompt
-    try:
-        settings = replace(defaults, **overrides)
-    except SettingsError as exc:
-        param = "specprefill.keep" if "keep" in str(exc) else "max_tokens"
-        raise bad_request(str(exc), param) from None
-    return ChatRequest(conversation, mode, settings, stream, include_usage, stops_of(data.get("stop")))
+    return ChatRequest(
+        conversation,
+        spec.mode if spec is not None and spec.mode else default_mode,
+        settings_for(defaults, overrides, names),
+        body.stream,
+        body.stream_options.include_usage if body.stream_options else False,
+        stops_of(body.stop),
+    )

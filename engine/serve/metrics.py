@@ -1,6 +1,10 @@
 """The server's counters in Prometheus' text format (GET /metrics): requests by route and status,
 time to first token, the kept fraction of SpecPrefill runs, and how each answer's prefill was
-served (a cache hit or not)."""
+served (a cache hit or not).
+
+Requests are counted by route template ("/v1/models/{model}"), never by the path a client sent:
+a path no route matches counts as UNMATCHED, so the number of series stays fixed whatever the
+clients send. Label values are escaped as the exposition format asks."""
 
 from __future__ import annotations
 
@@ -10,6 +14,12 @@ from collections import Counter
 TTFT_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
 KEPT_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
 CACHE_HITS = ("cached_full", "saved_state", "spec_cached_draft")
+UNMATCHED = "unmatched"  # the route label of a request no route matched
+
+
+def label_value(text: str) -> str:
+    """A label's value in the text format: backslash, double quote and line feed escaped."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 class Histogram:
@@ -66,7 +76,7 @@ class Metrics:
                 "# TYPE specprefill_requests_total counter",
             ]
             lines += [
-                f'specprefill_requests_total{{route="{route}",status="{status}"}} {n}'
+                f'specprefill_requests_total{{route="{label_value(route)}",status="{status}"}} {n}'
                 for (route, status), n in sorted(self.requests.items())
             ]
             lines += [
@@ -80,7 +90,7 @@ class Metrics:
                 "# TYPE specprefill_served_by_total counter",
             ]
             lines += [
-                f'specprefill_served_by_total{{served_by="{k}"}} {n}'
+                f'specprefill_served_by_total{{served_by="{label_value(k)}"}} {n}'
                 for k, n in sorted(self.served_by.items())
             ]
             hits = sum(self.served_by[k] for k in CACHE_HITS)

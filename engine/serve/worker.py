@@ -3,29 +3,33 @@
 A request waits in the queue (at most `capacity` requests running and waiting: more are refused,
 429); its events go back to the event loop that asked (Job.put). Each has its own cancel token:
 a client gone, or a shutdown, cancels it, queued or running (the engine checks the token at every
-batch and token). Conversations about one document share a DocumentSession, so a later turn
-reuses the cached prefixes (served_by). While idle, the latest document's full prefix is filled
-in the background (setting background_prefill), as `specprefill chat` does; a request preempts it.
+batch and token). Conversations about one document share a DocumentSession (engine.serve.sessions),
+so a later turn reuses the cached prefixes (served_by). While idle, the latest document's full
+prefix is filled in the background (setting background_prefill); a request preempts it.
+
+No request can stop the thread: everything it does for a job is inside one guard, and the thread
+itself is supervised. Should it end anyway, it is started again, and `healthy` is False (GET
+/health answers 503) until it is back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import queue
 import threading
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from engine.api import CancelToken, DocumentSession, Notice, RunFinished, RunSettings, TokenGenerated
+from engine.api import CancelToken, Notice, RunFinished, RunSettings, TokenGenerated
 from engine.serve.metrics import Metrics
+from engine.serve.sessions import SessionStore
+from engine.serve.stops import StopScanner
 
 log = logging.getLogger("specprefill.serve")
 END = object()  # the last item of every job
-SESSIONS_KEPT = 8  # documents whose sessions (and so their cached prefixes' records) are kept
+RESTART_PAUSE_S = 0.2  # between a failure of the thread and its restart: no busy loop on a fault
 
 
 class QueueFull(Exception):
@@ -40,16 +44,21 @@ class ShuttingDown(Exception):
 
 @dataclass
 class Job:
+    """One request's work. Its items, in order: answer text (cut at a stop sequence on the worker's
+    thread), then the RunResult or an exception, then END; `stopped` says a stop sequence ended it."""
+
     document: str
     question: str
     mode: str
     settings: RunSettings
     loop: asyncio.AbstractEventLoop
+    stops: tuple[str, ...] = ()
     items: asyncio.Queue = field(default_factory=asyncio.Queue)
     cancel: CancelToken = field(default_factory=CancelToken)
+    stopped: bool = False
 
     def put(self, item: Any) -> None:
-        """From the worker thread: hand an item (a token's text, the RunResult, an error, END) to the loop."""
+        """From the worker thread: hand an item to the loop."""
         try:
             self.loop.call_soon_threadsafe(self.items.put_nowait, item)
         except RuntimeError:  # the loop has closed: nobody is listening any more
@@ -64,7 +73,7 @@ class BackgroundFill:
         self.cancel = CancelToken()
         self.thread: threading.Thread | None = None
 
-    def start(self, session: DocumentSession, settings: RunSettings) -> None:
+    def start(self, session, settings: RunSettings) -> None:
         self.wait()
         if settings.background_prefill and self.engine.background_needed(session, settings):
             self.thread = threading.Thread(
@@ -72,7 +81,7 @@ class BackgroundFill:
             )
             self.thread.start()
 
-    def _fill(self, session: DocumentSession, settings: RunSettings) -> None:
+    def _fill(self, session, settings: RunSettings) -> None:
         try:
             for event in self.engine.background_prefill(session, settings, self.cancel):
                 if getattr(event, "status", ""):
@@ -94,18 +103,25 @@ class BackgroundFill:
 
 class EngineWorker:
     def __init__(
-        self, engine, capacity: int, metrics: Metrics | None = None, background: bool = True
+        self,
+        engine,
+        capacity: int,
+        metrics: Metrics | None = None,
+        background: bool = True,
+        sessions: SessionStore | None = None,
     ) -> None:
         self.engine, self.capacity, self.metrics = engine, capacity, metrics or Metrics()
+        self.sessions = sessions or SessionStore()
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._lock = threading.Lock()
         self._pending = 0  # running and waiting
         self._running: Job | None = None
         self._closing = False
-        self._sessions: OrderedDict[str, DocumentSession] = OrderedDict()
+        self._healthy = True
+        self.restarts = 0  # times the worker's loop failed and was started again
         self._fill = BackgroundFill(engine) if background else None
         self._seconds = 0.0  # a moving average of how long an answer takes, for Retry-After
-        self._thread = threading.Thread(target=self._serve, name="engine-worker", daemon=True)
+        self._thread = threading.Thread(target=self._supervise, name="engine-worker", daemon=True)
         self._thread.start()
 
     # -- the event loop's side ------------------------------------------------------
@@ -124,6 +140,11 @@ class EngineWorker:
     @property
     def closing(self) -> bool:
         return self._closing
+
+    @property
+    def healthy(self) -> bool:
+        """The thread is there and its loop is running (False while it restarts after a failure)."""
+        return self._healthy and self._thread.is_alive()
 
     @property
     def running(self) -> int:
@@ -149,6 +170,19 @@ class EngineWorker:
         self._thread.join(timeout_s)
 
     # -- the worker thread ------------------------------------------------------------
+    def _supervise(self) -> None:
+        """Run the loop; should it fail (a fault no job's guard caught), log it and run it again."""
+        while True:
+            try:
+                self._serve()
+                return  # the queue's end: stop() asked for it
+            except BaseException:
+                self._healthy = False
+                self.restarts += 1
+                log.exception("the engine worker failed; starting it again")
+                time.sleep(RESTART_PAUSE_S)
+                self._healthy = True
+
     def _serve(self) -> None:
         while (job := self._queue.get()) is not None:
             self._running = job
@@ -156,34 +190,49 @@ class EngineWorker:
             try:
                 if not job.cancel.cancelled:
                     self._answer(job)
+            except BaseException as exc:  # the client gets it as an error object, and the loop goes on
+                log.exception("a request failed outside the engine")
+                job.put(exc)
             finally:
                 self._running = None
                 with self._lock:
                     self._pending -= 1
-                    fill = self._pending == 0 and not self._closing and not job.cancel.cancelled
+                    idle = self._pending == 0 and not self._closing and not job.cancel.cancelled
+                job.put(END)  # first: whatever fails after it, the client has its answer's end
                 self._note_seconds(time.perf_counter() - start)
-                job.put(END)
-            if fill and self._fill is not None:
-                self._fill.start(self._session_for(job), job.settings)
+            if idle:
+                self._fill_in_background(job)
+
+    def _fill_in_background(self, job: Job) -> None:
+        """The background full prefill of the job's document; a failure to start it is logged, not raised."""
+        if self._fill is None:
+            return
+        try:
+            self._fill.start(
+                self.sessions.session_for(job.document, job.settings.system_prompt), job.settings
+            )
+        except Exception:
+            log.exception("the background full prefill could not start")
 
     def _note_seconds(self, seconds: float) -> None:
         self._seconds = 0.7 * self._seconds + 0.3 * seconds if self._seconds else seconds
 
     def _answer(self, job: Job) -> None:
         events = iter(())
+        scanner = StopScanner(job.stops)
         try:
-            events = self.engine.ask(self._session_for(job), job.question, job.mode, job.settings, job.cancel)
+            session = self.sessions.session_for(job.document, job.settings.system_prompt)
+            events = self.engine.ask(session, job.question, job.mode, job.settings, job.cancel)
             for event in events:
                 if isinstance(event, TokenGenerated):
-                    job.put(event.text)
+                    if text := scanner.feed(event.text):
+                        job.put(text)
                 elif isinstance(event, RunFinished):
-                    r = event.result
-                    self.metrics.record_answer(
-                        r.ttft_s,
-                        r.served_by or r.run,
-                        None if r.run == "baseline" or r.bypassed else r.kept_fraction,
-                    )
-                    job.put(r)
+                    if tail := scanner.flush():
+                        job.put(tail)
+                    job.stopped = scanner.stopped
+                    self._record(event.result)
+                    job.put(event.result)
                 elif isinstance(event, Notice):
                     log.info("notice: %s", event.message)
         except Exception as exc:  # the client gets it as an error object
@@ -191,17 +240,7 @@ class EngineWorker:
         finally:
             getattr(events, "close", lambda: None)()
 
-    def _session_for(self, job: Job) -> DocumentSession:
-        """The session of this document and system prompt: the same one for every turn about it."""
-        key = hashlib.sha256(f"{job.settings.system_prompt}\0{job.document}".encode()).hexdigest()
-        session = self._sessions.pop(key, None) or DocumentSession(job.document)
-        self._sessions[key] = session
-        while len(self._sessions) > SESSIONS_KEPT:
-            self._sessions.popitem(last=False)
-        return session
-
-
-def job_for(request, loop: asyncio.AbstractEventLoop) -> Job:
-    """A worker job for a parsed chat request (engine.serve.body.ChatRequest)."""
-    c = request.conversation
-    return Job(c.document, c.question, request.mode, replace(request.settings), loop)
+    def _record(self, r) -> None:
+        self.metrics.record_answer(
+            r.ttft_s, r.served_by or r.run, None if r.run == "baseline" or r.bypassed else r.kept_fraction
+        )

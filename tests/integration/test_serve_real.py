@@ -1,15 +1,19 @@
-"""`specprefill serve` on the real default models, talked to with the real `openai` client: a
-~4K-token document answered by SpecPrefill (streamed and not, usage.specprefill naming the mode,
-TTFT and kept fraction), and a second turn about it served from the draft's cache."""
+"""`specprefill serve` on the real default models, talked to with the real clients: the `openai`
+client (a ~4K-token document answered by SpecPrefill, streamed and not, usage.specprefill naming the
+mode, TTFT and kept fraction, and a second turn about it served from the draft's cache), the
+`ollama` client (list, chat, stream, and a seeded sampled answer twice the same) and the `llm` CLI."""
 
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
+import ollama
 import openai
 import pytest
 
@@ -111,3 +115,43 @@ def test_serve_answers_by_specprefill_and_reuses_the_cache_on_the_next_turn(serv
     )
     assert text and second["mode"] == "spec" and second["served_by"] == "spec_cached_draft"
     assert second["ttft_s"] < spec["ttft_s"]
+
+
+def test_the_ollama_client_chats_streams_and_samples_reproducibly(server):
+    """After the OpenAI turns above, the same document through Ollama's API: the same session."""
+    client = ollama.Client(host=str(server.base_url).removesuffix("/v1/"), timeout=600)
+    assert [m.model for m in client.list().models] == [f"{MODEL}:latest"]
+    messages = [{"role": "user", "content": f"{FAQ.read_text()}\n\n{QUESTION}"}]
+    parts = list(client.chat(model=MODEL, messages=messages, stream=True, options={"num_predict": 8}))
+    assert "".join(p.message.content for p in parts) and parts[-1].done
+    assert parts[-1].prompt_eval_count > 3500 and parts[-1].eval_count >= 1
+
+    sampled = {"temperature": 0.8, "top_p": 0.9, "seed": 7, "num_predict": 8}
+    answers = [
+        client.chat(model=MODEL, messages=messages, options=sampled, stream=False).message.content
+        for _ in range(2)
+    ]
+    print(f"\nollama, sampled twice with seed 7: {answers!r}")
+    assert answers[0] and answers[0] == answers[1]
+
+
+def test_the_llm_cli_answers_a_piped_document_with_sampling(server, tmp_path):
+    url = str(server.base_url).removesuffix("/")
+    (tmp_path / "extra-openai-models.yaml").write_text(
+        f"- model_id: sp\n  model_name: {MODEL}\n  api_base: {url}\n"
+    )
+    env = {**child_env(), "LLM_USER_PATH": str(tmp_path)}
+    llm = Path(sys.executable).with_name("llm")
+    with owned_cwd() as cwd:
+        done = subprocess.run(
+            [str(llm), "-m", "sp", "--no-log", "-o", "temperature", "0.7", "-o", "max_tokens", "8", QUESTION],
+            input=FAQ.read_text(),
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    print(f"\nllm: {done.stdout.strip()!r}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()

@@ -1,6 +1,5 @@
-"""`specprefill serve`'s HTTP behaviour over a fake engine: the routes, the OpenAI shapes, and every
-error path (401, 404, 400, 413, 429, a client that goes away). A real uvicorn server runs on a
-thread on a free loopback port, so disconnects and queueing are the real ones."""
+"""`specprefill serve`'s HTTP behaviour over a fake engine (tests/unit/serve_harness.py): the routes,
+the OpenAI shapes, and every error path (401, 404, 400, 413, 429, a client that goes away)."""
 
 from __future__ import annotations
 
@@ -12,151 +11,20 @@ import time
 import httpx
 import openai
 import pytest
-import uvicorn
 
-from engine.api import Cancelled, RunFinished, RunResult, RunSettings, TokenGenerated
-from engine.serve.app import ServeConfig, create_app
+from engine.api import Cancelled, RunSettings
 from engine.serve.worker import EngineWorker
-
-MODEL = "tiny-target"
-DOC = "The green stone lies under the bridge. " * 80  # over the document threshold (2,000 characters)
-
-
-class FakeEngine:
-    """Engine.ask's contract: token events, then one RunFinished; `hold` blocks before the first token
-    until released (or the request is cancelled: Cancelled, as the engine raises)."""
-
-    def __init__(self, pieces=("The", " green", " stone", ".")) -> None:
-        self.pieces = pieces
-        self.hold = threading.Event()
-        self.release = threading.Event()
-        self.started = threading.Event()
-        self.calls: list[dict] = []
-        self.cancelled_at: list[float] = []
-
-    def ask(self, session, question, mode, settings, cancel):
-        self.calls.append(
-            dict(
-                session=session,
-                document=session.text,
-                question=question,
-                mode=mode,
-                settings=settings,
-                cancel=cancel,
-            )
-        )
-
-        def events():
-            self.started.set()
-            while self.hold.is_set() and not self.release.is_set():
-                if cancel.cancelled:
-                    self.cancelled_at.append(time.monotonic())
-                    raise Cancelled()
-                time.sleep(0.01)
-            for i, piece in enumerate(self.pieces[: settings.max_new_tokens]):
-                cancel.raise_if_cancelled()
-                yield TokenGenerated("spec", piece, i)
-            served = "spec" if session.answered == 0 else "spec_cached_draft"
-            n = len(self.pieces[: settings.max_new_tokens])
-            yield RunFinished(
-                "spec",
-                RunResult(
-                    run="spec",
-                    answer="".join(self.pieces),
-                    prompt_tokens=1000,
-                    prefill_tokens=200,
-                    ttft_s=0.25,
-                    decode_tok_s=10.0,
-                    generated_tokens=n,
-                    tokenize_s=0.01,
-                    target_prefill_s=0.1,
-                    kept_fraction=0.2,
-                    positions="restore",
-                    served_by=served,
-                    stop_reason="max_new_tokens" if n < len(self.pieces) else "eos",
-                ),
-            )
-            session.answered += 1
-
-        return events()
-
-    def background_needed(self, session, settings=None) -> bool:
-        return False
-
-
-class Server:
-    def __init__(self, engine: FakeEngine, capacity: int = 4, **config) -> None:
-        self.engine = engine
-        self.worker = EngineWorker(engine, capacity, background=False)
-        app = create_app(self.worker, ServeConfig(MODEL, RunSettings(max_new_tokens=16), **config))
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-        # Bound here and handed to uvicorn: no other process can take the port between a lookup and
-        # the bind (a "free port" let go and bound again can be taken by a concurrent test run).
-        self.socket = socket.create_server(("127.0.0.1", 0))
-        self.port = self.socket.getsockname()[1]
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> Server:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.engine.release.set()
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.socket.close()
-
-
-@pytest.fixture
-def fake() -> FakeEngine:
-    return FakeEngine()
-
-
-@pytest.fixture
-def server(fake):
-    with Server(fake) as running:
-        yield running
-
-
-def chat_body(**extra) -> dict:
-    return {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": f"{DOC}\n\nWhere is the green stone?"}],
-        **extra,
-    }
-
-
-def post(server: Server, body, **kwargs) -> httpx.Response:
-    content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(
-        server.url + "/v1/chat/completions",
-        content=content,
-        timeout=10,
-        headers={"content-type": "application/json", **kwargs.pop("headers", {})},
-        **kwargs,
-    )
-
-
-def assert_error(
-    response: httpx.Response, status: int, code: str | None = None, param: str | None = None
-) -> dict:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"} and error["message"]
-    if code is not None:
-        assert error["code"] == code
-    if param is not None:
-        assert error["param"] == param
-    return error
-
-
-def client(server: Server, key: str = "none") -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=10)
+from tests.unit.serve_harness import (  # noqa: F401 (fixtures)
+    DOC,
+    MODEL,
+    Server,
+    assert_error,
+    chat_body,
+    client,
+    fake,
+    post,
+    server,
+)
 
 
 # -- routes and shapes ------------------------------------------------------------------
@@ -232,9 +100,14 @@ def test_without_include_usage_a_stream_has_no_usage_chunk(server):
 def test_request_fields_reach_the_engine(server, fake):
     body = chat_body(
         max_completion_tokens=2,
-        temperature=0,
-        top_p=1,
+        temperature=0.8,
+        top_p=0.9,
+        top_k=40,
+        min_p=0.05,
         seed=7,
+        presence_penalty=0.5,
+        frequency_penalty=0.25,
+        repeat_penalty=1.1,
         specprefill={"mode": "baseline", "keep": "auto"},
     )
     reply = post(server, body).json()
@@ -244,6 +117,10 @@ def test_request_fields_reach_the_engine(server, fake):
         and call["settings"].keep == "auto"
         and call["settings"].max_new_tokens == 2
     )
+    sampling = {k: getattr(call["settings"], k) for k in ("temperature", "top_p", "top_k", "min_p", "seed")}
+    assert sampling == {"temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 7}
+    penalties = (call["settings"].presence_penalty, call["settings"].frequency_penalty)
+    assert penalties == (0.5, 0.25) and call["settings"].repeat_penalty == 1.1
     assert reply["choices"][0]["finish_reason"] == "length" and reply["usage"]["completion_tokens"] == 2
     post(server, chat_body(specprefill={"keep": 0.3}))
     assert fake.calls[-1]["settings"].keep == 0.3 and fake.calls[-1]["mode"] == "auto"
@@ -284,19 +161,16 @@ def test_bad_json_is_a_400_error_object(server):
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("temperature", 0.7),
-        ("top_p", 0.5),
         ("n", 2),
         ("tools", [{"type": "function"}]),
-        ("frequency_penalty", 1.0),
         ("logprobs", True),
+        ("response_format", {"type": "json_object"}),
         ("no_such_field", 1),
     ],
 )
-def test_a_field_the_server_cannot_honour_is_refused(server, field, value):
-    error = assert_error(post(server, chat_body(**{field: value})), 400, "unsupported_parameter", field)
-    if field == "temperature":
-        assert "greedily" in error["message"]
+def test_a_field_the_server_cannot_honour_is_refused(server, fake, field, value):
+    assert_error(post(server, chat_body(**{field: value})), 400, "unsupported_parameter", field)
+    assert fake.calls == []
 
 
 @pytest.mark.parametrize(
@@ -334,7 +208,12 @@ def test_a_body_over_the_limit_is_a_413(fake):
             for _ in range(10):
                 yield b" " * 1000
 
-        response = httpx.post(server.url + "/v1/chat/completions", content=chunked(), timeout=10)
+        response = httpx.post(
+            server.url + "/v1/chat/completions",
+            content=chunked(),
+            timeout=10,
+            headers={"content-type": "application/json"},
+        )
         assert_error(response, 413, "body_too_large")
         assert post(server, chat_body(messages=[{"role": "user", "content": "Hi?"}])).status_code == 200
     assert [c["question"] for c in fake.calls] == ["Hi?"]
@@ -397,7 +276,7 @@ def test_a_waiting_completion_whose_client_goes_away_is_cancelled_within_a_secon
     body = json.dumps(chat_body()).encode()
     with socket.create_connection(("127.0.0.1", server.port)) as raw:
         raw.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
         )
         assert fake.started.wait(30)

@@ -1,0 +1,55 @@
+"""Several documents warm at once, on the real engine over the tiny GGUF pair: conversations are
+matched to their documents by content, whoever sends them and through either API, and a document
+asked about again after another one is still served from the draft's cache."""
+
+from __future__ import annotations
+
+import httpx
+import ollama
+import pytest
+
+from engine.api import RunSettings
+from engine.core.settings import ModelSettings
+from engine.pipeline import Engine
+from tests.unit.serve_harness import MODEL, Server
+
+DOCS = {
+    "stone": "The green stone lies under the old bridge by the mill. " * 40,
+    "river": "The river bends twice before it reaches the harbour town. " * 40,
+}
+SPEC = {"mode": "spec", "keep": 0.5}
+
+
+@pytest.fixture(scope="module")
+def long_engine(pair, cache_home):
+    """The tiny pair with a window that holds a 2,000-character document (a token a character or so)."""
+    target, draft = pair
+    loaded = Engine.load(
+        ModelSettings(target_path=target, draft_path=draft, n_ctx=4096, n_batch=256, n_threads=1)
+    )
+    yield loaded
+    loaded.close()
+
+
+def ask(running: Server, doc: str, question: str) -> dict:
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": f"{DOCS[doc]}\n\n{question}"}],
+        "max_tokens": 2,
+        "specprefill": SPEC,
+    }
+    response = httpx.post(running.url + "/v1/chat/completions", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    return response.json()["usage"]["specprefill"]
+
+
+def test_a_document_asked_about_again_after_another_is_still_warm(long_engine):
+    defaults = RunSettings(max_new_tokens=2, force=True, background_prefill=False, read_ahead=False)
+    with Server(long_engine, defaults=defaults) as running:
+        assert ask(running, "stone", "Where is the stone?")["served_by"] == "spec"
+        assert ask(running, "river", "How often does it bend?")["served_by"] == "spec"
+        assert ask(running, "stone", "What lies there?")["served_by"] == "spec_cached_draft"
+        messages = [{"role": "user", "content": f"{DOCS['river']}\n\nWhere does it end?"}]
+        client = ollama.Client(host=running.url, timeout=120)
+        client.chat(model=MODEL, messages=messages, stream=False, options={"num_predict": 2})
+        assert len(running.worker.sessions) == 2  # the same river document through Ollama's API
