@@ -25,6 +25,11 @@ RUN_MODES: tuple[str, ...] = get_args(RunMode)
 DEFAULT_MIN_TOKENS = 4096  # below about 4K tokens the draft costs more than it saves
 DRAFT_PREFILL_CHUNK = 1024  # tokens per draft prefill step: bounds memory, lets Cancel in between
 DRAFT_WINDOW_SINKS = 64  # first prompt tokens every query sees when the draft's prefill is windowed
+# The most question rows the draft scores: the last tokens before the final one. SnapKV's observation
+# window is 32-64 tokens; 128 holds every question measured whole (20-60 rows with the assistant
+# header), and bounds their attention at 3 x 128 x heads x prompt tokens x 4 bytes (0.7 GB at 32K
+# tokens for the default draft) where a document pasted as the question would need its square.
+DRAFT_QUESTION_ROWS_MAX = 128
 TIMED_QUESTION_ROWS = (
     32  # a timed draft pass scores like a question of about 25 tokens and the assistant header
 )

@@ -4,7 +4,8 @@ draft weights    parameters x bytes per value (fp32 on CPU, half precision on CU
 draft KV         prompt tokens x layers x 2 x KV heads x head size x bytes per value
 draft attention  look-ahead rows: layers x heads x prompt tokens x 4 bytes, held twice
 question rows    the question's queries over the prompt (when scored): rows x heads x prompt tokens
-                 x 4 bytes, three at once (logits, masked, softmax), one layer at a time
+                 x 4 bytes, three at once (logits, masked, softmax), one layer at a time; at most
+                 DRAFT_QUESTION_ROWS_MAX rows, however long the question
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.core.memory import KvShape, MemoryNeed
+from engine.core.settings import DRAFT_QUESTION_ROWS_MAX
 from engine.models.gguf_header import read_header
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -41,6 +43,7 @@ def draft_scoring_need(config, bytes_per_value: int, n_prompt: int, question_row
         ("draft KV cache", draft_kv_shape(config, bytes_per_value).bytes_for(n_prompt)),
         ("look-ahead attention", rows),
     ]
+    question_rows = min(question_rows, DRAFT_QUESTION_ROWS_MAX)  # the scorer records no more
     if question_rows > 0:
         parts.append(("question attention", 3 * question_rows * config.num_attention_heads * n_prompt * 4))
     return MemoryNeed(f"draft scoring of {n_prompt} tokens", tuple(parts))

@@ -10,8 +10,9 @@
 3. Smooth each row (avg-pool), max over layers x heads, mean over steps. The reference
    takes every layer; `ScoringParams.first_layer` takes the layers from it on only.
 4. Optionally (`ScoringParams.question_rows`), the queries of the prompt's last tokens before the
-   final one (the question and the assistant header) score the prompt too, as SnapKV's observation
-   window does: each of their rows is reduced like a step's, and the mean is over steps and rows alike.
+   final one (the question and the assistant header, at most DRAFT_QUESTION_ROWS_MAX of them) score
+   the prompt too, as SnapKV's observation window does (engine.draft.question_rows): each of their
+   rows is reduced like a step's, and the mean is over steps and rows alike.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import SettingsError
 from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS, RunSettings
 from engine.core.steps import Steps, chunk_ranges, run_to_end
-from engine.draft.selection import smooth_rows, step_importance
+from engine.draft.question_rows import QuestionRows, question_recorder
+from engine.draft.selection import step_importance
 
 ATTN_IMPL = "specprefill"
 
@@ -50,39 +52,8 @@ class _Capture:
 _ACTIVE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("specprefill_capture", default=None)
 
 
-@dataclass
-class _QuestionRows:
-    """During the prefill: the attention of the queries at positions [first_row, n_prompt - 1) over the
-    prompt's keys, per layer, each row smoothed and reduced by its max over heads."""
-
-    first_row: int
-    n_prompt: int
-    kernel: int
-    first_layer: int = 0
-    rows: dict[int, list[torch.Tensor]] = field(default_factory=dict)  # layer -> (rows, n_prompt) pieces
-
-    def record(self, layer: int, query: torch.Tensor, key: torch.Tensor, scaling: float) -> None:
-        """query: (1, H, q_len, d), the chunk's last queries; key: (1, KVH, kv_len, d), every key so far."""
-        if layer < self.first_layer:
-            return
-        kv_len, q_len = key.shape[2], query.shape[2]
-        positions = torch.arange(kv_len - q_len, kv_len, device=query.device)
-        picked = positions >= self.first_row
-        if not bool(picked.any()):
-            return
-        probs = causal_attention_probs(query[:, :, picked], key, scaling, positions[picked])
-        padded = torch.nn.functional.pad(probs, (0, self.n_prompt - kv_len))[..., : self.n_prompt]
-        self.rows.setdefault(layer, []).append(smooth_rows(padded, self.kernel).amax(dim=0).cpu())
-
-    def importance(self) -> torch.Tensor:
-        """Each question row's max over the recorded layers: (rows, n_prompt)."""
-        if not self.rows:
-            return torch.zeros(0, self.n_prompt, dtype=torch.float64)
-        per_layer = torch.stack([torch.cat(self.rows[layer], dim=0) for layer in sorted(self.rows)])
-        return per_layer.amax(dim=0).double()
-
-
-_QUESTION: contextvars.ContextVar[_QuestionRows | None] = contextvars.ContextVar(
+_QuestionRows = QuestionRows  # the name research/scoring wraps the recorder's importance by
+_QUESTION: contextvars.ContextVar[QuestionRows | None] = contextvars.ContextVar(
     "specprefill_question", default=None
 )
 
@@ -133,19 +104,6 @@ def prompt_attention_probs(
     return torch.softmax(logits, dim=-1)[:, :n_prompt]
 
 
-def causal_attention_probs(
-    query: torch.Tensor, key: torch.Tensor, scaling: float, positions: torch.Tensor
-) -> torch.Tensor:
-    """softmax(q k^T * scaling) of several query tokens at `positions`, each over the keys up to its own.
-
-    query: (1, H, Q, d); key: (1, KVH, kv_len, d). Returns (H, Q, kv_len)."""
-    n_heads, n_kv_heads = query.shape[1], key.shape[1]
-    keys = key[0].repeat_interleave(n_heads // n_kv_heads, dim=0)  # (H, kv_len, d)
-    logits = torch.einsum("hqd,hkd->hqk", query[0].float(), keys.float()) * scaling
-    later = torch.arange(key.shape[2], device=key.device)[None, :] > positions[:, None]
-    return torch.softmax(logits.masked_fill(later, float("-inf")), dim=-1)
-
-
 def capturing_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
     """SDPA for the forward pass; during a look-ahead step, also record the prompt attention, and
     during the prefill of the question's tokens, theirs (before the window cuts any key)."""
@@ -170,7 +128,8 @@ AttentionMaskInterface.register(ATTN_IMPL, sdpa_mask)
 class ScoringParams:
     """How one scoring pass reads the draft: look-ahead steps, the smoothing width, the prefill's
     attention window (0 = full attention), the first layer whose attention is scored, and how many
-    prompt tokens before the last (the question's) score with their own queries (0: none)."""
+    prompt tokens before the last (the question's) score with their own queries (0: none; the scorer
+    records at most DRAFT_QUESTION_ROWS_MAX, the last ones)."""
 
     lookahead: int = RunSettings.lookahead
     kernel: int = RunSettings.kernel
@@ -318,7 +277,9 @@ class DraftScorer:
             body = tokens[:-1]
             prefill_window = PrefillWindow(window, self.window_sinks) if window > 0 else None
             split = len(prefix) if prefix is not None else split
-            question = self._question_rows(len(tokens), reused, params)
+            question = question_recorder(
+                len(tokens), reused, params.question_rows, params.kernel, params.first_layer
+            )
             try:
                 for start, end in chunk_ranges(reused, len(body), self.prefill_chunk, split):
                     # Set per chunk, not around the loop: the caller's code runs at each yield.
@@ -357,15 +318,6 @@ class DraftScorer:
                 raise
             prefix.cache = cache
         return end
-
-    @staticmethod
-    def _question_rows(n_prompt: int, reused: int, params: ScoringParams) -> _QuestionRows | None:
-        """The recorder of the question's rows, over the tokens this pass prefills (a reused prefix's
-        queries are gone); None when there are none to record."""
-        first_row = max(n_prompt - 1 - params.question_rows, reused)
-        if params.question_rows < 1 or first_row >= n_prompt - 1:
-            return None
-        return _QuestionRows(first_row, n_prompt, params.kernel, params.first_layer)
 
     def check_first_layer(self, first_layer: int) -> None:
         if not 0 <= first_layer < self.n_layers:

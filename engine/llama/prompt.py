@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.core.errors import SpecPrefillError
+from engine.core.settings import DRAFT_QUESTION_ROWS_MAX
 from engine.llama.native import LlamaModel
 
 _DOC_SLOT = "\u27e6SPECPREFILL_DOCUMENT_SLOT\u27e7"  # markers no template rewrites
@@ -58,9 +59,11 @@ class PreparedPrompt:
 
     @property
     def question_rows(self) -> int:
-        """The tokens after the document but the last (question, end of turn, assistant header): the
-        queries that score the prompt beside the look-ahead's, whose first is the last token's."""
-        return max(self.n_tokens - 1 - self.tail_start, 0)
+        """The tokens after the document but the last (question, end of turn, assistant header), at most
+        DRAFT_QUESTION_ROWS_MAX: the queries that score the prompt beside the look-ahead's, whose first is
+        the last token's. A question that holds a whole document scores with its last rows only, so the
+        draft's memory for them stays bounded (engine.draft.memory)."""
+        return min(max(self.n_tokens - 1 - self.tail_start, 0), DRAFT_QUESTION_ROWS_MAX)
 
 
 def render_parts(model: LlamaModel, document: str, question: str, system_prompt: str) -> PromptParts:

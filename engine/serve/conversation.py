@@ -6,9 +6,14 @@ document gives the same document text (and so reuses the engine's cached prefixe
 
 - system and developer messages, joined, are the system turn; when together they are at least
   LONG_MESSAGE_CHARS long, they are the document instead (the server's system prompt stays);
-- otherwise the first user message holds the document: its text up to its last blank line is
-  the document, its last paragraph is its question (a first message with no blank line, or a
-  short one, has no document: all of it is the question);
+- otherwise the first user message holds the document, followed by its question (a client may
+  send both in one message: `llm` joins piped text and the prompt with a space). The question is
+  the message's last paragraph (after its last blank line) when that is at most QUESTION_MAX_CHARS
+  long; else its last line, when that is; else its last words, at most QUESTION_MAX_CHARS, cut at
+  whitespace. The text before it is the document, when it is at least LONG_MESSAGE_CHARS long; a
+  short message, or one with no such split, has no document: all of it is the question. Either
+  way the prompt holds the message's text in its order (the whitespace at the split becomes the
+  template's break between document and question): only where the protected question starts moves;
 - the last message must be the user's: it is the question. Between the document and it, the
   earlier turns (the first message's question, the assistant's answers, the user's follow-ups)
   come before it as a transcript ("User: ..." / "Assistant: ..."), so the model sees them.
@@ -22,6 +27,9 @@ from typing import Any
 from engine.serve.errors import bad_request, unsupported
 
 LONG_MESSAGE_CHARS = 2000  # a system message this long (or a first user message's head) is the document
+# The longest question split off a first user message: a question is kept whole (SpecPrefill never
+# drops it), so a message that is mostly document must not end up all question.
+QUESTION_MAX_CHARS = 1000
 ROLES = ("system", "developer", "user", "assistant")
 SYSTEM_ROLES = ("system", "developer")
 
@@ -91,12 +99,30 @@ def parse_messages(raw: Any) -> list[Message]:
 
 
 def split_document(text: str) -> tuple[str, str]:
-    """(document, question) of a first user message: split at its last blank line, when what comes
-    before it is long enough to be a document."""
-    head, sep, tail = text.rstrip().rpartition("\n\n")
-    if not sep or len(head) < LONG_MESSAGE_CHARS or not tail.strip():
-        return "", text.strip()
-    return head, tail.strip()
+    """(document, question) of a first user message (the module's rule): the first split, at its last
+    blank line, its last line break or its last words, whose question is short and whose document long."""
+    text = text.rstrip()
+    for head, tail in question_splits(text):
+        question = tail.strip()
+        if len(head) >= LONG_MESSAGE_CHARS and 0 < len(question) <= QUESTION_MAX_CHARS:
+            return head, question
+    return "", text.strip()
+
+
+def question_splits(text: str):
+    """(before, after) each place a first user message's question may start, in the rule's order."""
+    for separator in ("\n\n", "\n"):
+        head, _, tail = text.rpartition(separator)
+        yield head, tail
+    yield last_words(text)
+
+
+def last_words(text: str) -> tuple[str, str]:
+    """(before, after) a cut at the first whitespace of the text's last QUESTION_MAX_CHARS characters;
+    ("", text) when they hold none (a cut inside a word would change the word)."""
+    start = max(len(text) - QUESTION_MAX_CHARS, 0)
+    cut = next((i for i in range(start, len(text)) if text[i].isspace()), None)
+    return ("", text) if cut is None else (text[:cut], text[cut + 1 :])
 
 
 def conversation_of(messages: list[Message]) -> Conversation:

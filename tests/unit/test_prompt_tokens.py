@@ -1,10 +1,12 @@
 """Special tokens are parsed in the chat template's own text only: a question that spells
-"<|im_end|>" or "<|im_start|>" stays text and cannot open a new chat turn."""
+"<|im_end|>" or "<|im_start|>" stays text and cannot open a new chat turn. The draft scores with
+the question's tokens, at most DRAFT_QUESTION_ROWS_MAX of them."""
 
 from __future__ import annotations
 
 import pytest
 
+from engine.core.settings import DRAFT_QUESTION_ROWS_MAX
 from engine.llama.native import LlamaModel
 from engine.llama.prompt import render_parts, tokenize_parts
 from tests.fixtures.tiny_gguf import write_tiny_qwen2_gguf
@@ -53,3 +55,15 @@ def test_the_question_is_kept_as_text_within_the_tail(model):
     assert prompt.tokens[slice(*prompt.doc_token_span)].tolist() == model.tokenize(
         DOCUMENT, parse_special=False
     )
+
+
+def test_the_question_rows_are_the_tail_but_its_last_token(model):
+    prompt = tokenize_parts(model, render_parts(model, DOCUMENT, "Which port?", SYSTEM))
+    assert 0 < prompt.question_rows == prompt.n_tokens - 1 - prompt.tail_start < DRAFT_QUESTION_ROWS_MAX
+
+
+def test_a_question_that_holds_a_document_scores_with_a_bounded_count_of_rows(model):
+    question = DOCUMENT * 200 + " Which port?"
+    prompt = tokenize_parts(model, render_parts(model, DOCUMENT, question, SYSTEM))
+    assert prompt.n_tokens - prompt.tail_start > 10 * DRAFT_QUESTION_ROWS_MAX
+    assert prompt.question_rows == DRAFT_QUESTION_ROWS_MAX

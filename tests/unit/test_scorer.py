@@ -4,10 +4,13 @@ import numpy as np
 import pytest
 import torch
 
+import engine.draft.question_rows as question_rows_module
+import engine.draft.scorer as scorer_module
 from engine.core.cancel import CancelToken
 from engine.core.errors import Cancelled, SettingsError
-from engine.core.settings import RunSettings
+from engine.core.settings import DRAFT_QUESTION_ROWS_MAX, RunSettings
 from engine.core.steps import run_to_end
+from engine.draft.question_rows import question_recorder
 from engine.draft.scorer import DraftPrefix, DraftScorer, ScoringParams
 from tests.unit.tiny_models import tiny_qwen2
 
@@ -125,6 +128,52 @@ def test_question_rows_skip_a_reused_prefix():
     expected = (2 * plain.importance + 6 * naive_question_importance(eager, tokens, 6, 3)) / 8
     np.testing.assert_allclose(warm.importance, expected, atol=1e-5, rtol=0)
     assert not np.allclose(cold.importance, warm.importance, atol=1e-4)
+
+
+def test_the_recorder_keeps_the_last_rows_up_to_the_bound():
+    assert question_recorder(20_000, 0, 15_000, 3, 0).n_rows == DRAFT_QUESTION_ROWS_MAX
+    assert question_recorder(20_000, 19_990, 15_000, 3, 0).n_rows == 9  # a reused prefix's are gone
+    assert question_recorder(20_000, 0, 9, 3, 0).n_rows == 9
+    assert question_recorder(20_000, 0, 0, 3, 0) is None
+
+
+def recorded_rows(monkeypatch) -> list[int]:
+    """How many question rows each scoring pass averages in."""
+    seen, with_question = [], scorer_module.with_question
+
+    def counting(lookahead, rows):
+        seen.append(len(rows))
+        return with_question(lookahead, rows)
+
+    monkeypatch.setattr(scorer_module, "with_question", counting)
+    return seen
+
+
+def test_a_long_question_scores_with_its_last_rows_only(monkeypatch):
+    """A question that holds a document costs the draft no more than one of DRAFT_QUESTION_ROWS_MAX tokens."""
+    model, eager = tiny_pair()
+    tokens = list(np.random.default_rng(7).integers(0, 96, size=DRAFT_QUESTION_ROWS_MAX + 80))
+    scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=64)
+    params = ScoringParams(lookahead=2, kernel=3)
+    seen = recorded_rows(monkeypatch)
+    long_question = scorer.score(tokens, replace(params, question_rows=len(tokens) - 10))
+    bounded = scorer.score(tokens, replace(params, question_rows=DRAFT_QUESTION_ROWS_MAX))
+    assert seen == [DRAFT_QUESTION_ROWS_MAX, DRAFT_QUESTION_ROWS_MAX]
+    np.testing.assert_array_equal(long_question.importance, bounded.importance)
+    plain = scorer.score(tokens, params)
+    last_rows = naive_question_importance(eager, tokens, DRAFT_QUESTION_ROWS_MAX, 3)
+    expected = (2 * plain.importance + DRAFT_QUESTION_ROWS_MAX * last_rows) / (2 + DRAFT_QUESTION_ROWS_MAX)
+    np.testing.assert_allclose(long_question.importance, expected, atol=1e-5, rtol=0)
+
+
+def test_a_question_within_the_bound_scores_as_without_one(monkeypatch):
+    model = tiny_qwen2()
+    tokens = list(np.random.default_rng(4).integers(0, 96, size=45))
+    scorer = DraftScorer(model, eos_ids=set(), prefill_chunk=7)
+    params = ScoringParams(lookahead=3, kernel=3, question_rows=9)
+    bounded = scorer.score(tokens, params)
+    monkeypatch.setattr(question_rows_module, "DRAFT_QUESTION_ROWS_MAX", 1 << 30)
+    np.testing.assert_array_equal(scorer.score(tokens, params).importance, bounded.importance)
 
 
 @pytest.mark.parametrize("window", [0, 6])

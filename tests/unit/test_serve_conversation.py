@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from engine.serve.conversation import LONG_MESSAGE_CHARS, conversation_of, parse_messages
+from engine.serve.conversation import (
+    LONG_MESSAGE_CHARS,
+    QUESTION_MAX_CHARS,
+    conversation_of,
+    parse_messages,
+)
 from engine.serve.errors import ApiError
-from engine.serve.replies import StopScanner
+from engine.serve.stops import StopScanner
 
 DOC = "Chapter one. " * (LONG_MESSAGE_CHARS // 10)
 
@@ -37,6 +42,48 @@ def test_a_long_system_message_is_the_document():
 def test_a_short_message_has_no_document():
     assert read(("user", "Hello\n\nthere")).document == ""
     assert read(("user", "x" * (2 * LONG_MESSAGE_CHARS))).question == "x" * (2 * LONG_MESSAGE_CHARS)
+
+
+MANUAL = "".join(f"Line {i} of the manual, by its authors.\n" for i in range(100))  # no blank line
+
+
+def split_in_order(text: str, c) -> bool:
+    """The message's text is the document, then whitespace, then the question: only the split moved."""
+    between = text[len(c.document) : len(text.rstrip()) - len(c.question)]
+    return text.startswith(c.document) and text.rstrip().endswith(c.question) and not between.strip()
+
+
+def test_a_message_of_piped_text_and_a_question_holds_a_document():
+    """`llm "Who wrote it?" < manual.txt` sends the file, a space and the prompt as one message."""
+    text = MANUAL + " Who wrote the manual?"
+    c = read(("user", text))
+    assert c.document == MANUAL.rstrip("\n") and c.question == "Who wrote the manual?"
+    assert split_in_order(text, c)
+
+
+def test_piped_text_without_a_final_line_break_gives_its_last_line_to_the_question():
+    text = MANUAL.rstrip("\n") + " Who wrote the manual?"
+    c = read(("user", text))
+    assert c.question == "Line 99 of the manual, by its authors. Who wrote the manual?"
+    assert c.document == "".join(MANUAL.splitlines(keepends=True)[:99]).rstrip("\n")
+    assert split_in_order(text, c)
+
+
+def test_a_message_with_no_line_break_keeps_its_last_words_as_the_question():
+    text = "Chapter one. " * (LONG_MESSAGE_CHARS // 4) + "Who wrote it?"
+    c = read(("user", text))
+    assert (
+        c.question.endswith("Who wrote it?")
+        and QUESTION_MAX_CHARS - 20 < len(c.question) <= QUESTION_MAX_CHARS
+    )
+    assert c.document + " " + c.question == text  # cut at a space, between whole words
+
+
+def test_a_long_last_paragraph_gives_its_last_line_to_the_question():
+    paragraph = MANUAL.replace("\n", " ") * 2  # one long paragraph
+    text = f"{DOC}\n\n{paragraph}\nWho wrote it?"
+    c = read(("user", text))
+    assert c.question == "Who wrote it?" and split_in_order(text, c)
 
 
 def test_text_parts_are_joined():
