@@ -84,6 +84,7 @@ from engine.core.settings import (
     ModelSettings,
     RunSettings,
     nominal_keep,
+    sampling_fields,
 )
 from engine.eval.ab import (
     DEFAULT_KEEPS,
@@ -249,6 +250,7 @@ __all__ = [
     "discover_models",
     "GGUFHeaderError",
     "read_gguf_header",
+    "sampling_fields",
     "content_identity",
     "DraftChoice",
     "PairPlan",

@@ -120,7 +120,15 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         worker = EngineWorker(engine, args.queue, background=defaults.background_prefill)
         name = args.model_name or model_name_of(settings.target_path)
         facts = model_facts(engine.info.target_path, engine.info.n_ctx)
-        config = ServeConfig(name, defaults, args.mode, api_key, int(args.max_body_mb * (1 << 20)), facts)
+        config = ServeConfig(
+            name,
+            defaults,
+            args.mode,
+            api_key,
+            int(args.max_body_mb * (1 << 20)),
+            facts,
+            args.shutdown_timeout,
+        )
         print(
             f"specprefill: serving {name!r} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True
         )

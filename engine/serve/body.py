@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from engine.api import RunSettings, SettingsError
+from engine.api import RunSettings, SettingsError, sampling_fields
 from engine.serve.conversation import Conversation, conversation_of, parse_messages
 from engine.serve.errors import ApiError, bad_request, unsupported
 from engine.serve.schemas import MAX_STOP_CHARS, MAX_STOPS, ChatCompletionRequest
@@ -36,17 +36,9 @@ WHY_REFUSED = {
     "tools": "tool calls are not supported",
     "logprobs": "log probabilities are not returned by this server",
 }
-# The sampling fields, by the name the engine's settings give them (engine.core.settings.RunSettings).
-SAMPLING_FIELDS = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-    "repeat_penalty",
-)
+# The sampling fields: a request names them as the engine's settings do (temperature, top_p, top_k,
+# min_p, seed, presence_penalty, frequency_penalty, repeat_penalty).
+SAMPLING_FIELDS = sampling_fields()
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ def model_facts(path: Path, n_ctx: int) -> ModelFacts:
         digest=digest,
         family="".join(ch for ch in family if ch.isprintable())[:64],
         parameter_size=parameter_size(header.n_parameters),
+        n_parameters=header.n_parameters,
         quantization_level=quantization_of(path),
         context_length=n_ctx,
         modified_at=datetime.fromtimestamp(stat.st_mtime, UTC).isoformat().replace("+00:00", "Z"),

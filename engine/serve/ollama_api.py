@@ -96,7 +96,7 @@ async def show(raw: RawBody, state: State) -> Show:
     check_ollama_model(body.model or body.name or "", state.config.model_id)
     facts = state.config.facts
     family = facts.family or "unknown"
-    info = {"general.architecture": family, "general.parameter_count": facts.parameter_size}
+    info = {"general.architecture": family, "general.parameter_count": facts.n_parameters}
     if facts.context_length:
         info[f"{family}.context_length"] = facts.context_length
     return Show(

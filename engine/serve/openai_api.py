@@ -43,7 +43,11 @@ async def chat_completions(request: Request, raw: RawBody, state: State) -> Resp
     job = submit(state.worker, chat)
     cid = completion_id()
     if chat.stream:
-        return EventSourceResponse(events(job, chat, cid, config.model_id), sep="\n", ping=15)
+        # On SIGTERM a stream in flight may finish, as a non-streamed answer may, within the server's
+        # graceful shutdown (sse-starlette's default would cut it at once).
+        grace = max(config.shutdown_timeout_s - 0.5, 0.0)
+        stream = events(job, chat, cid, config.model_id)
+        return EventSourceResponse(stream, sep="\n", ping=15, shutdown_grace_period=grace)
     try:
         answer = await collect(job, request.is_disconnected)
     except ClientGone:

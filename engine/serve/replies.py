@@ -43,6 +43,7 @@ def specprefill_usage(result: RunResult) -> SpecPrefillUsage:
             seen_fraction=round(result.seen_fraction, 4),
             draft_s=round(result.draft_s, 4),
             select_s=round(result.select_s, 4),
+            draft_peak_bytes=result.draft_peak_mem_bytes,
         ),
     )
 

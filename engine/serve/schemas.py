@@ -95,6 +95,7 @@ class Selection(BaseModel):
     seen_fraction: float
     draft_s: float
     select_s: float
+    draft_peak_bytes: int  # the draft's memory at its peak while scoring (0: it did not run)
 
 
 class SpecPrefillUsage(BaseModel):

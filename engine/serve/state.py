@@ -24,6 +24,7 @@ class ModelFacts:
     digest: str = ""
     family: str = ""
     parameter_size: str = ""
+    n_parameters: int = 0
     quantization_level: str = ""
     context_length: int = 0
     modified_at: str = "1970-01-01T00:00:00Z"
@@ -37,6 +38,7 @@ class ServeConfig:
     api_key: str | None = None
     max_body_bytes: int = 8 << 20
     facts: ModelFacts = field(default_factory=ModelFacts)
+    shutdown_timeout_s: float = 30.0  # what a stream in flight gets to finish when the server stops
 
 
 @dataclass(frozen=True)

@@ -59,10 +59,11 @@ class StopScanner:
             return piece
         text = self.pending + piece
         for i, ch in enumerate(piece, start=len(self.pending)):
-            for matcher in self.matchers:
-                if matcher.step(ch):
-                    self.stopped, self.pending = True, ""
-                    return text[: i + 1 - len(matcher.pattern)]
+            # every automaton steps; of the stops that end here, the longest starts first
+            ended = [len(m.pattern) for m in self.matchers if m.step(ch)]
+            if ended:
+                self.stopped, self.pending = True, ""
+                return text[: i + 1 - max(ended)]
         hold = max(m.matched for m in self.matchers)
         out, self.pending = text[: len(text) - hold], text[len(text) - hold :]
         return out

@@ -112,14 +112,17 @@ def check_llm_long_document(url: str, model: str, doc: Path, memory: PeakMemory)
     text = load_document(doc).text
     spec_before = metric(url, "specprefill_kept_fraction_count")
     memory.peak = 0
-    done, seconds = run_llm(url, model, text, "-o", "max_tokens", "32", QUESTION)
+    done, seconds = run_llm(url, model, text, "-u", "-o", "max_tokens", "32", QUESTION)
+    usage = json.loads(done.stderr[done.stderr.index("{") :]) if "{" in done.stderr else {}
+    spec = usage.get("specprefill", {})
     return {
         "chars": len(text),
         "exit": done.returncode,
         "answer": done.stdout.strip(),
-        "stderr": done.stderr.strip()[-500:],
         "seconds": round(seconds, 1),
         "answered_by_specprefill": metric(url, "specprefill_kept_fraction_count") == spec_before + 1,
+        "usage_specprefill": spec,
+        "draft_peak_gb": round(spec.get("selection", {}).get("draft_peak_bytes", 0) / 1e9, 2),
         "server_peak_rss_gb": round(memory.peak / 1e9, 2),
     }
 

@@ -10,6 +10,7 @@ import httpx
 import ollama
 import pytest
 
+from engine.serve.model_facts import model_facts
 from tests.unit.serve_harness import DOC, MODEL, Server, fake, server  # noqa: F401 (fixtures)
 
 QUESTION = "Where is the green stone?"
@@ -119,3 +120,26 @@ def test_an_unknown_model_is_a_404_the_client_raises(server):
     with pytest.raises(ollama.ResponseError) as raised:
         ollama_client(server).chat(model="llama3", messages=MESSAGES, stream=False)
     assert raised.value.status_code == 404 and "llama3" in raised.value.error
+
+
+def test_the_model_list_reads_the_targets_gguf_header(pair, fake, tmp_path):
+    target, _ = pair
+    named = tmp_path / "tiny-target-q4_k_m.gguf"
+    named.write_bytes(target.read_bytes())
+    facts = model_facts(named, 4096)
+    assert facts.family == "qwen2" and facts.quantization_level == "Q4_K_M"
+    assert facts.size == named.stat().st_size and facts.n_parameters > 0 and len(facts.digest) == 64
+    assert facts.parameter_size.endswith(("M", "B"))
+    with Server(fake, facts=facts) as running:
+        listed = ollama_client(running).list().models[0]
+        assert listed.size == facts.size and listed.details.family == "qwen2"
+        assert listed.details.quantization_level == "Q4_K_M"
+        shown = ollama_client(running).show(MODEL)
+        assert shown.modelinfo["qwen2.context_length"] == 4096
+
+
+def test_an_unreadable_target_leaves_the_facts_empty(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"not a gguf")
+    facts = model_facts(bad, 2048)
+    assert facts.family == "" and facts.size == 0 and facts.context_length == 2048
