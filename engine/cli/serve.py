@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from engine.api import DEFAULT_TARGET, SESSION_MODES, RunSettings, is_loopback, load_engine
+from engine.api import DEFAULT_TARGET, SESSION_MODES, ModelSettings, RunSettings, is_loopback, load_engine
 from engine.cli.loading import ctrl_c_interrupts
 from engine.cli.options import (
     EXIT_USAGE,
@@ -66,6 +67,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="largest request body in MB; a larger one is refused with 413 (default 8)",
     )
     server.add_argument(
+        "--cache-gb",
+        type=float,
+        default=None,
+        help="GB of memory for the documents kept warm: the draft's keys and values of the most recently "
+        "used ones, so a conversation that comes back is scored from them (the same as --draft-cache-gb; "
+        "the full prefixes go to saved states on disk, --state-cache-gb, and come back from there)",
+    )
+    server.add_argument(
         "--shutdown-timeout",
         type=float,
         default=30.0,
@@ -90,7 +99,15 @@ def server_options_error(args: argparse.Namespace, api_key: str | None) -> str:
         return f"--queue must be at least 1, got {args.queue}"
     if args.max_body_mb <= 0 or args.shutdown_timeout < 0:
         return "--max-body-mb must be positive and --shutdown-timeout not negative"
+    if args.cache_gb is not None and args.cache_gb < 0:
+        return f"--cache-gb must not be negative, got {args.cache_gb}"
     return ""
+
+
+def serve_model_settings(args: argparse.Namespace) -> ModelSettings:
+    """The model settings, with --cache-gb as the budget of the documents kept warm."""
+    settings = model_settings_from(args)
+    return settings if args.cache_gb is None else replace(settings, draft_cache_gb=args.cache_gb)
 
 
 def model_name_of(target_path) -> str:
@@ -109,7 +126,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     from engine.serve.server import serve
     from engine.serve.worker import EngineWorker
 
-    settings = model_settings_from(args)
+    settings = serve_model_settings(args)
     with ctrl_c_interrupts():
         engine = load_engine(
             settings,

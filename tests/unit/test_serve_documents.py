@@ -53,3 +53,16 @@ def test_a_document_asked_about_again_after_another_is_still_warm(long_engine):
         client = ollama.Client(host=running.url, timeout=120)
         client.chat(model=MODEL, messages=messages, stream=False, options={"num_predict": 2})
         assert len(running.worker.sessions) == 2  # the same river document through Ollama's API
+
+
+def test_cache_gb_is_the_budget_of_the_documents_kept_warm():
+    from engine.cli.main import build_parser
+    from engine.cli.serve import serve_model_settings, server_options_error
+
+    args = build_parser().parse_args(["serve", "--cache-gb", "2.5"])
+    assert serve_model_settings(args).draft_cache_gb == 2.5
+    default = build_parser().parse_args(["serve"])
+    assert serve_model_settings(default).draft_cache_gb == ModelSettings().draft_cache_gb
+    assert "--cache-gb" in server_options_error(
+        build_parser().parse_args(["serve", "--cache-gb", "-1"]), None
+    )
