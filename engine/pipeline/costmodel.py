@@ -22,6 +22,9 @@ from engine.core.errors import NotCalibratedError, SpecPrefillError
 from engine.core.paths import calibration_path
 from engine.core.private import private_dir
 from engine.core.settings import DRAFT_PREFILL_CHUNK, DRAFT_WINDOW_SINKS, RunSettings
+from engine.models.untrusted import load_json_object
+
+CALIBRATION_MAX_BYTES = 1 << 20  # a calibration file is a few KB: a larger one is not one
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,7 @@ def save(model: CostModel, path: Path | None = None) -> Path:
 def load(path: Path | None = None) -> CostModel | None:
     path = path or calibration_path()
     try:
-        return CostModel.from_json(json.loads(path.read_text()))
+        return CostModel.from_json(load_json_object(path, CALIBRATION_MAX_BYTES))
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as exc:

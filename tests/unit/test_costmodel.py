@@ -48,6 +48,15 @@ def test_save_load_roundtrip_and_errors(tmp_path):
         costmodel.load(path)
 
 
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "[1, 2]", "\x00not json"])
+def test_a_hostile_calibration_file_is_not_valid_and_runs_go_on_without_it(tmp_path, text):
+    path = tmp_path / "cal.json"
+    path.write_text(text)
+    with pytest.raises(SpecPrefillError, match="not a valid"):
+        costmodel.load(path)
+    assert costmodel.load_matching(object(), path) is None
+
+
 def test_calibrate_on_the_tiny_engine_fits_its_measurements(engine):
     text = "The quick brown fox jumps over the lazy dog. " * 40
     items = list(calibrate(engine, text, [64, 128, 256], lookahead=2))
