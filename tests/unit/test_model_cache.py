@@ -154,3 +154,36 @@ def test_a_full_cache_is_one_clear_error_and_leaves_no_partial(cache, gguf, monk
     ):
         ensure_dequantized(gguf)
     assert partial_dirs(cache) == [] and cache_dirs(cache) == []
+
+
+def test_the_int8_draft_quantizes_in_place_and_keeps_nothing_of_the_mapped_file(cache, gguf, monkeypatch):
+    """The int8 draft answers as a copy-then-quantize load does, without a second model (a deep copy
+    held the draft's weights three times), and every parameter left in fp32 lives in RAM of its own."""
+    import warnings
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from engine.draft.loader import load_draft_model, pick_device
+
+    calls = []
+    real_quantize = torch.ao.quantization.quantize_dynamic
+    monkeypatch.setattr(
+        torch.ao.quantization,
+        "quantize_dynamic",
+        lambda *a, **k: calls.append(k.get("inplace", False)) or real_quantize(*a, **k),
+    )
+    loaded = load_draft_model(gguf, pick_device("cpu"), "sdpa", "int8")
+    assert calls == [True]  # in place: no second model
+    monkeypatch.setattr(torch.ao.quantization, "quantize_dynamic", real_quantize)
+    reference = AutoModelForCausalLM.from_pretrained(
+        str(ensure_dequantized(gguf)), dtype=torch.float32
+    ).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = torch.ao.quantization.quantize_dynamic(reference, {torch.nn.Linear}, dtype=torch.qint8)
+    ids = torch.tensor([list(range(1, 40))])
+    with torch.inference_mode():
+        assert torch.equal(loaded(ids).logits, reference(ids).logits)
+    mapped = [n for n, p in loaded.named_parameters() if not p.untyped_storage().resizable()]
+    assert mapped == []  # safetensors' mapped storages cannot be resized; a copy's can
