@@ -90,7 +90,7 @@ class RunResult:
     bypass_reason: str = ""
     draft_peak_mem_bytes: int = 0  # CPU: weights + peak RSS growth while scoring; CUDA: max allocated
     draft_window: int = 0  # the draft prefill's attention window (0: full attention)
-    stop_reason: str = ""  # eos | max_new_tokens
+    stop_reason: str = ""  # eos | max_new_tokens | stop (the reader had enough: a stop sequence)
     truncated_tokens: int = 0  # document tokens cut to fit the context (RunSettings.truncate)
     truncated_chars: int = 0
     # How a session run's prefill was served (engine.pipeline.session.ServedBy); "" for one-shot runs

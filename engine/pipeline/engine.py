@@ -243,12 +243,15 @@ class Engine:
         mode: str = "auto",
         settings: RunSettings | None = None,
         cancel: CancelToken = NEVER,
+        enough: CancelToken = NEVER,
     ) -> Iterator[EngineEvent]:
         """Events for one question about the session's document (modes: engine.pipeline.session).
 
         A full prefill leaves the document's prefix in the target's KV cache; the session's next
         full-prefix run prefills only its own tail on top of it. Each RunResult says how its
-        prefill was served (`served_by`). One run at a time, as `stream`.
+        prefill was served (`served_by`). One run at a time, as `stream`. `enough`, set while the
+        answer streams (a stop sequence seen), ends it after the token just handed out, with its
+        result (stop_reason "stop"); `cancel` ends it without one.
         """
         settings = settings or RunSettings()
         self._check_request(question, settings)
@@ -272,6 +275,7 @@ class Engine:
                 session,
                 tokenized=(prompt, t0),
                 segments=session.segments,
+                enough=enough,
             )
             session.answered += 1
 

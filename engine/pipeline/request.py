@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from engine.core.cancel import CancelToken
+from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import RunName
 from engine.core.settings import RunSettings, greedy
 from engine.ingest.document import Segment
@@ -59,6 +59,7 @@ class Request:
     t0: float
     tokenize_s: float
     segments: tuple[Segment, ...] = ()  # the document's pages, sections or files, for coverage
+    enough: CancelToken = NEVER  # set while the answer streams: it ends after the token handed out
 
     def result_fields(self) -> dict:
         """The RunResult fields every run of this request shares."""

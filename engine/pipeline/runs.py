@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from engine.core.cancel import CancelToken
+from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import (
     EngineEvent,
     Notice,
@@ -98,6 +98,7 @@ class Runner:
         session: DocumentSession | None = None,
         tokenized: tuple[PreparedPrompt, float] | None = None,
         segments: tuple[Segment, ...] = (),
+        enough: CancelToken = NEVER,
     ) -> Iterator[EngineEvent]:
         """One run; `tokenized` is the prompt prepared already and when its tokenizing started (TTFT counts from there)."""
         t0 = tokenized[1] if tokenized else time.perf_counter()
@@ -110,7 +111,8 @@ class Runner:
             prompt, cut = fit_prompt(
                 self.runtime.model, prompt, self.info.n_ctx, settings.max_new_tokens, settings.truncate
             )
-        request = Request(run, prompt, cut, window, settings, cancel, t0, time.perf_counter() - t0, segments)
+        tokenize_s = time.perf_counter() - t0
+        request = Request(run, prompt, cut, window, settings, cancel, t0, tokenize_s, segments, enough)
         if cut is not None:
             yield Notice(run, cut.describe())
         yield from (
@@ -334,12 +336,15 @@ class Runner:
                 ttft_s = t_first - request.t0
             pieces.append(piece.text)
             yield TokenGenerated(run, piece.text, i)
+            if request.enough.cancelled:  # the reader has what it wanted (a stop sequence)
+                stop_reason = "stop"
+                break
         n_generated = len(pieces)
         if n_generated == 0:
             ttft_s = time.perf_counter() - request.t0  # the first token was end-of-turn
         else:
             decode_s = time.perf_counter() - t_first
-        if n_generated >= max_new:
+        if n_generated >= max_new and stop_reason != "stop":
             stop_reason = "max_new_tokens"
         yield StageChanged(run, "done")
         return dict(

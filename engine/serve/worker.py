@@ -55,6 +55,7 @@ class Job:
     stops: tuple[str, ...] = ()
     items: asyncio.Queue = field(default_factory=asyncio.Queue)
     cancel: CancelToken = field(default_factory=CancelToken)
+    enough: CancelToken = field(default_factory=CancelToken)  # a stop sequence cut it: end the answer
     stopped: bool = False
 
     def put(self, item: Any) -> None:
@@ -222,11 +223,15 @@ class EngineWorker:
         scanner = StopScanner(job.stops)
         try:
             session = self.sessions.session_for(job.document, job.settings.system_prompt)
-            events = self.engine.ask(session, job.question, job.mode, job.settings, job.cancel)
+            events = self.engine.ask(
+                session, job.question, job.mode, job.settings, job.cancel, enough=job.enough
+            )
             for event in events:
                 if isinstance(event, TokenGenerated):
                     if text := scanner.feed(event.text):
                         job.put(text)
+                    if scanner.stopped:  # the engine ends the answer here, with its result
+                        job.enough.cancel()
                 elif isinstance(event, RunFinished):
                     if tail := scanner.flush():
                         job.put(tail)

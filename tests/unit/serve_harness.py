@@ -14,7 +14,7 @@ import openai
 import pytest
 import uvicorn
 
-from engine.api import Cancelled, RunFinished, RunResult, RunSettings, TokenGenerated
+from engine.api import NEVER, Cancelled, RunFinished, RunResult, RunSettings, TokenGenerated
 from engine.serve.app import ServeConfig, create_app
 from engine.serve.worker import EngineWorker
 
@@ -33,8 +33,9 @@ class FakeEngine:
         self.started = threading.Event()
         self.calls: list[dict] = []
         self.cancelled_at: list[float] = []
+        self.generated: list[int] = []  # tokens each answer generated
 
-    def ask(self, session, question, mode, settings, cancel):
+    def ask(self, session, question, mode, settings, cancel, enough=NEVER):
         self.calls.append(
             dict(
                 session=session,
@@ -53,11 +54,15 @@ class FakeEngine:
                     self.cancelled_at.append(time.monotonic())
                     raise Cancelled()
                 time.sleep(0.01)
+            n = 0
             for i, piece in enumerate(self.pieces[: settings.max_new_tokens]):
                 cancel.raise_if_cancelled()
                 yield TokenGenerated("spec", piece, i)
+                n += 1
+                if enough.cancelled:  # as the engine does: the answer ends after this token
+                    break
+            self.generated.append(n)
             served = "spec" if session.answered == 0 else "spec_cached_draft"
-            n = len(self.pieces[: settings.max_new_tokens])
             yield RunFinished(
                 "spec",
                 RunResult(
@@ -73,7 +78,11 @@ class FakeEngine:
                     kept_fraction=0.2,
                     positions="restore",
                     served_by=served,
-                    stop_reason="max_new_tokens" if n < len(self.pieces) else "eos",
+                    stop_reason="stop"
+                    if enough.cancelled
+                    else "max_new_tokens"
+                    if n < len(self.pieces)
+                    else "eos",
                 ),
             )
             session.answered += 1

@@ -66,3 +66,19 @@ def test_cache_gb_is_the_budget_of_the_documents_kept_warm():
     assert "--cache-gb" in server_options_error(
         build_parser().parse_args(["serve", "--cache-gb", "-1"]), None
     )
+
+
+def test_enough_ends_an_answer_after_the_token_handed_out_with_its_result(long_engine):
+    from engine.api import CancelToken, DocumentSession, RunFinished, TokenGenerated
+
+    enough = CancelToken()
+    settings = RunSettings(max_new_tokens=8, force=True, background_prefill=False, read_ahead=False)
+    tokens, results = [], []
+    for event in long_engine.ask(DocumentSession(DOCS["stone"]), "Where?", "spec", settings, enough=enough):
+        if isinstance(event, TokenGenerated):
+            tokens.append(event.text)
+            if len(tokens) == 2:
+                enough.cancel()  # as the server does when a stop sequence appears
+        elif isinstance(event, RunFinished):
+            results.append(event.result)
+    assert len(tokens) == 2 and results[0].generated_tokens == 2 and results[0].stop_reason == "stop"

@@ -86,7 +86,7 @@ class FailingEngine(FakeEngine):
         super().__init__()
         self.exc = exc
 
-    def ask(self, session, question, mode, settings, cancel):
+    def ask(self, session, question, mode, settings, cancel, enough=None):
         raise self.exc
 
 
@@ -181,6 +181,8 @@ def test_stops_are_cut_on_the_worker_thread():
 
         got = loop.run_until_complete(with_timeout())
         assert "".join(i for i in got if isinstance(i, str)) == "The gr" and job.stopped
+        assert engine.generated == [4]  # the engine ended the answer at the stop: " stone" completed it
+        assert [i.stop_reason for i in got if not isinstance(i, str)] == ["stop"]
     finally:
         worker.stop(5)
         loop.close()
@@ -190,7 +192,7 @@ def test_stops_are_cut_on_the_worker_thread():
 class SteadyEngine(FakeEngine):
     """A token every 20 ms until cancelled: never the quarter-second pause a check between tokens needs."""
 
-    def ask(self, session, question, mode, settings, cancel):
+    def ask(self, session, question, mode, settings, cancel, enough=None):
         def events():
             self.started.set()
             for i in range(settings.max_new_tokens):
