@@ -122,6 +122,7 @@ from engine.models.discover import discover as discover_models
 from engine.models.gguf_header import GGUFHeaderError
 from engine.models.gguf_header import read_header as read_gguf_header
 from engine.models.identity import content_identity
+from engine.models.untrusted import printable
 from engine.pipeline.kept_positions import GAPPED as GAPPED_POSITIONS
 from engine.pipeline.model_choice import DraftChoice, PairPlan, plan_pair
 from engine.pipeline.model_choice import usable as usable_models
@@ -252,6 +253,7 @@ __all__ = [
     "read_gguf_header",
     "sampling_fields",
     "content_identity",
+    "printable",
     "DraftChoice",
     "PairPlan",
     "plan_pair",

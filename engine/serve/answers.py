@@ -18,6 +18,7 @@ from engine.serve.errors import ApiError, engine_error, for_status
 from engine.serve.worker import END, EngineWorker, Job, QueueFull, ShuttingDown
 
 POLL_S = 0.25  # how often a waiting request checks that its client is still there
+CLIENT_CLOSED = 499  # nginx's "client closed request": the status of an answer nobody waited for
 Disconnected = Callable[[], Awaitable[bool]]
 
 

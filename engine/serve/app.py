@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.serve import ollama_api, openai_api, service
+from engine.serve.answers import CLIENT_CLOSED
 from engine.serve.errors import ApiError, bad_request, for_status
 from engine.serve.metrics import UNMATCHED, Metrics
 from engine.serve.state import ServeConfig, ServeState
@@ -25,7 +26,6 @@ from engine.serve.worker import EngineWorker
 __all__ = ["ServeConfig", "create_app"]
 log = logging.getLogger("specprefill.serve")
 OLLAMA_PREFIX = "/api/"
-CLIENT_CLOSED = 499  # nginx's "client closed request": counted, never sent
 
 
 def error_response(request: Request, error: ApiError) -> JSONResponse:

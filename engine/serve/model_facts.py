@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.api import GGUFHeaderError, content_identity, read_gguf_header
+from engine.api import GGUFHeaderError, content_identity, printable, read_gguf_header
 from engine.serve.state import ModelFacts
 
 log = logging.getLogger("specprefill.serve")
@@ -40,7 +40,7 @@ def model_facts(path: Path, n_ctx: int) -> ModelFacts:
     return ModelFacts(
         size=stat.st_size,
         digest=digest,
-        family="".join(ch for ch in family if ch.isprintable())[:64],
+        family=printable(family)[:64],
         parameter_size=parameter_size(header.n_parameters),
         n_parameters=header.n_parameters,
         quantization_level=quantization_of(path),

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
 
 from engine.api import RunResult, app_version
-from engine.serve.answers import ClientGone, collect, pieces_of, submit, watch_client
+from engine.serve.answers import CLIENT_CLOSED, ClientGone, collect, pieces_of, submit, watch_client
 from engine.serve.body import ChatRequest, validated
 from engine.serve.ollama_body import chat_request, check_ollama_model, generate_request, served_name
 from engine.serve.ollama_schemas import (
@@ -41,7 +41,6 @@ from engine.serve.state import RawBody, ServeState, State, admitted
 from engine.serve.worker import Job
 
 NDJSON = "application/x-ndjson"
-CLIENT_CLOSED = 499
 NS = 1_000_000_000
 router = APIRouter(prefix="/api", dependencies=[Depends(admitted)])
 

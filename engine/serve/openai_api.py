@@ -9,14 +9,13 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Depends, Request, Response
 from sse_starlette import EventSourceResponse
 
-from engine.serve.answers import ClientGone, collect, pieces_of, submit
+from engine.serve.answers import CLIENT_CLOSED, ClientGone, collect, pieces_of, submit
 from engine.serve.body import ChatRequest, check_model, openai_chat_request, validated
 from engine.serve.replies import chunk, completion, completion_id, finish_reason, usage_of
 from engine.serve.schemas import ChatCompletion, ChatCompletionRequest, Delta, ModelCard, ModelList
 from engine.serve.state import RawBody, ServeState, State, admitted
 from engine.serve.worker import Job
 
-CLIENT_CLOSED = 499
 router = APIRouter(prefix="/v1", dependencies=[Depends(admitted)])
 
 
