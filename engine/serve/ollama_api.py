@@ -126,11 +126,8 @@ async def generate(request: Request, raw: RawBody, state: State):
 
 
 def loaded_reply(state: ServeState, chat: bool) -> Response:
-    reply = Reply(model=served_name(state.config.model_id), created_at=now(), done=True, done_reason="load")
-    if chat:
-        reply.message = AssistantMessage(content="")
-    else:
-        reply.response = ""
+    reply = text_reply(served_name(state.config.model_id), chat, "")
+    reply.done, reply.done_reason = True, "load"
     return Response(reply.model_dump_json(exclude_none=True), media_type="application/json")
 
 
