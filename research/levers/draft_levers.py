@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.resources import dev_suite_path
+from engine.core.samples import sample_at
 from engine.core.settings import RunSettings
 
 
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for case in cases(SUITE):
         doc_path = (SUITE.parent / case["doc"]).resolve()
+        doc_path = sample_at(doc_path) or doc_path  # a sample code base: its archive, extracted
         if doc_path not in docs:
             docs[doc_path] = load_document(doc_path)
         prompt = engine.prepare(docs[doc_path].text, case["question"], settings)

@@ -92,7 +92,8 @@ def cli(argv: list[str] | None = None) -> int:
         "bench_local", help="`specprefill bench --json` with 4K and 8K rows (bench-local.json)"
     )
     parser.add_argument(
-        "bench_16k", help="`specprefill bench --sessions --json` at 16K (bench-sessions-mpfi-16k.json)"
+        "bench_16k",
+        help="`specprefill bench --sessions --json` at 16K (research/sessions/bench-sessions-mpfi-16k-flash-off.json)",
     )
     parser.add_argument("probe", help="transfer_probe.py's output (transfer-probe.json)")
     args = parser.parse_args(argv)

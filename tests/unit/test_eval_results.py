@@ -18,14 +18,14 @@ def read(name: str) -> dict:
 
 
 def test_a_saved_ab_report_round_trips_field_for_field():
-    data = read("dev-suite-keep0.2.json")
+    data = read("dev-suite/dev-suite-keep0.2.json")
     report = AbReport.from_json(data)
     assert report.to_json() == data
     assert json.dumps(report.to_json()) == json.dumps(data)  # the same field order, too
 
 
 def test_a_saved_ab_report_reads_as_typed_figures():
-    report = AbReport.from_json(read("dev-suite-keep0.2.json"))
+    report = AbReport.from_json(read("dev-suite/dev-suite-keep0.2.json"))
     overall = report.summary.overall
     assert report.summary.keeps == ("0.2",) and overall.n_cases == 12 and overall.n_errors == 0
     assert overall.baseline.accuracy == 0.9 and overall.baseline.n_scored == 10
@@ -41,7 +41,7 @@ def test_a_saved_ab_report_reads_as_typed_figures():
 
 def test_an_older_ab_report_still_reads():
     """dev-suite.json predates draft_window: it reads, and its summary and environment write out unchanged."""
-    data = read("dev-suite.json")
+    data = read("dev-suite/dev-suite.json")
     report = AbReport.from_json(data)
     written = report.to_json()
     assert written["summary"] == data["summary"] and written["environment"] == data["environment"]
@@ -49,7 +49,12 @@ def test_an_older_ab_report_still_reads():
 
 
 @pytest.mark.parametrize(
-    "name", ["bench-mpfi-window.json", "bench-mpfi-bypass.json", "bench-mpfi-full-attention.json"]
+    "name",
+    [
+        "bench-mpfi/bench-mpfi-window.json",
+        "bench-mpfi/bench-mpfi-bypass.json",
+        "bench-mpfi/bench-mpfi-full-attention.json",
+    ],
 )
 def test_a_saved_bench_report_round_trips_field_for_field(name):
     data = read(name)
@@ -59,14 +64,14 @@ def test_a_saved_bench_report_round_trips_field_for_field(name):
 
 
 def test_a_bench_report_reads_as_typed_rows():
-    report = BenchReport.from_json(read("bench-mpfi-window.json"))
+    report = BenchReport.from_json(read("bench-mpfi/bench-mpfi-window.json"))
     assert [row.tokens for row in report.results] == [4096, 8192, 16384]
     assert report.keep == 0.2 and report.models.restore_supported is True
     assert report.results[-1].speedup == pytest.approx(3.913, abs=1e-3)
 
 
 def test_a_bench_report_over_rpc_workers_records_the_backends_and_round_trips():
-    data = read("bench-mpfi-8k-flash-off.json")
+    data = read("flash-attention/bench-mpfi-8k-flash-off.json")
     data["models"]["target_backends"] = ["CPU", "RPC 127.0.0.1:50052", "RPC 127.0.0.1:50053"]
     report = BenchReport.from_json(data)
     assert report.models.target_backends == ("CPU", "RPC 127.0.0.1:50052", "RPC 127.0.0.1:50053")

@@ -19,10 +19,13 @@ from engine.cli.chat import footer
 from engine.cli.run import against, summary_line, whole_prompt_tokens
 from engine.core.events import RunResult
 from engine.core.settings import RunSettings
-from engine.eval.ab import AbRunDone, build_report, case_record, describe_environment, run_suite_report
+from engine.eval.ab import AbRunDone, build_report, run_suite_report
+from engine.eval.ab_environment import describe_environment
+from engine.eval.ab_records import case_record
 from engine.eval.bench import BenchRow, bench_row, run_bench
+from engine.eval.labels import fit_note, fit_tally, run_notes
 from engine.eval.report import CSV_COLUMNS, FIT_CSV_COLUMNS, render_csv, render_html
-from engine.eval.results import AbReport, RunRecord, fit_note, fit_tally, run_notes
+from engine.eval.results import AbReport, RunRecord
 from engine.eval.suite import Case, load_suite
 
 REPORTS = Path(__file__).resolve().parents[2] / "research"
@@ -182,7 +185,7 @@ def test_a_report_with_the_fit_fields_reads_back_unchanged(tmp_path):
 
 
 def test_an_old_report_without_the_fit_fields_loads_as_fitting_and_writes_out_unchanged():
-    data = json.loads((REPORTS / "dev-suite-keep0.2.json").read_text(encoding="utf-8"))
+    data = json.loads((REPORTS / "dev-suite" / "dev-suite-keep0.2.json").read_text(encoding="utf-8"))
     assert "fit" not in data["cases"][0]["baseline"]
     report = AbReport.from_json(data)
     runs = [run for case in report.cases for _, run in case.runs()]

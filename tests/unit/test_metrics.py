@@ -6,7 +6,10 @@ import pytest
 from engine.eval.metrics import answer_agreement, is_correct, normalize
 
 REPORTS = Path(__file__).resolve().parents[2] / "research"
-DEV_SUITE_REPORTS = [REPORTS / "dev-suite-keep0.2.json", REPORTS / "dev-suite.json"]
+DEV_SUITE_REPORTS = [
+    REPORTS / "dev-suite" / "dev-suite-keep0.2.json",
+    REPORTS / "dev-suite" / "dev-suite.json",
+]
 
 
 def test_normalize_collapses_whitespace_and_case():

@@ -19,7 +19,7 @@ from engine.eval.results import AbReport
 
 REPORTS = Path(__file__).resolve().parents[2] / "research"
 # A saved suite run with --reuse-cache whose long documents were cut or selected: every CSV column appears.
-FULL_REPORT = "ab-codebase-long.json"
+FULL_REPORT = "codebase-long/ab-codebase-long.json"
 
 
 def read(name: str) -> dict:

@@ -200,7 +200,7 @@ def test_score_chat_on_two_answers(tiny_suite, tmp_path):
             {**answer, "question": "Where was the widget's maker founded?", "answer": "Bergen"},
         ],
     )
-    out = ok(run(script("score_chat.py"), tiny_suite, answers, cwd=tmp_path))
+    out = ok(run(script("codebase-long/score_chat.py"), tiny_suite, answers, cwd=tmp_path))
     assert out.splitlines()[-1] == "1 of 2 right"
 
 
@@ -251,7 +251,14 @@ def test_journal_baselines_only_on_a_one_case_journal(tmp_path):
     saved = RESEARCH / "rpc" / "ab-local-cold.journal.jsonl"
     header, first = saved.read_text(encoding="utf-8").splitlines()[:2]
     (tmp_path / "in.journal.jsonl").write_text(header + "\n" + first + "\n", encoding="utf-8")
-    out = ok(run(script("journal-baselines-only.py"), "in.journal.jsonl", "out.journal.jsonl", cwd=tmp_path))
+    out = ok(
+        run(
+            script("journal-baselines/journal-baselines-only.py"),
+            "in.journal.jsonl",
+            "out.journal.jsonl",
+            cwd=tmp_path,
+        )
+    )
     assert out.startswith("1 cases, their baselines only")
     lines = (tmp_path / "out.journal.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 2 and json.loads(lines[1])["spec"] == {}
@@ -267,7 +274,7 @@ SMALL_PDF = SAMPLES / "docs" / "xfig-howto.pdf"
 def test_keep_auto_probe_on_a_tiny_suite(tiny_suite, tmp_path):
     ok(
         run(
-            script("keep-auto-probe.py"),
+            script("keep-auto/keep-auto-probe.py"),
             tmp_path / "probe.jsonl",
             "--scores",
             "--heads",
@@ -381,7 +388,15 @@ def test_named_code_probe_on_a_tiny_code_suite(tmp_path):
             }
         ],
     )
-    ok(run(script("named-code-probe.py"), tmp_path / "named.jsonl", suite, cwd=tmp_path, timeout=900))
+    ok(
+        run(
+            script("named-code/named-code-probe.py"),
+            tmp_path / "named.jsonl",
+            suite,
+            cwd=tmp_path,
+            timeout=900,
+        )
+    )
     assert json.loads((tmp_path / "named.jsonl").read_text().splitlines()[0])["id"] == "tiny-retries"
 
 

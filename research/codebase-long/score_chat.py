@@ -1,6 +1,6 @@
 """Score `specprefill chat --json` answers against a suite's expected answers (engine.eval.metrics.is_correct).
 
-Usage: python research/score_chat.py SUITE.jsonl ANSWERS.jsonl
+Usage: python research/codebase-long/score_chat.py SUITE.jsonl ANSWERS.jsonl
 
 One line per answer: the case, right or wrong, TTFT with its draft and target parts, the draft's
 peak memory, how the run fit and which files it kept first; then the answer beside what was

@@ -4,7 +4,7 @@ run in its cases (failed cases left out).
 `specprefill ab --resume --keep K1,K2` on the copy then runs K1 and K2, one after the other in each
 case, in one process, against the journal's baselines: a same-run TTFT comparison of two keeps
 without paying the full prefills again.
-Usage: python research/journal-baselines-only.py IN.journal.jsonl OUT.journal.jsonl"""
+Usage: python research/journal-baselines/journal-baselines-only.py IN.journal.jsonl OUT.journal.jsonl"""
 
 from __future__ import annotations
 

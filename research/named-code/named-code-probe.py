@@ -3,7 +3,7 @@ answer's text survive SpecPrefill's selection with the draft's scores alone (--n
 with what the question names kept first (auto)? One draft pass per question, the document's segments
 cached between questions, so it costs the draft, not the target.
 
-Usage: python research/named-code-probe.py OUT.jsonl SUITE.jsonl [SUITE.jsonl ...] [--keep 0.2]
+Usage: python research/named-code/named-code-probe.py OUT.jsonl SUITE.jsonl [SUITE.jsonl ...] [--keep 0.2]
 
 A case's answer survives when some place in the folder that spells one of its expected answers has all
 its tokens kept. The same scores serve both settings, so the two columns differ only by what is kept first.
@@ -25,11 +25,11 @@ from engine.core.settings import RunSettings
 
 
 def layer_evidence():
-    """scoring/layer_evidence.py, as a module. research/ is no installed package (only the engine is), so
+    """research/scoring/layer_evidence.py, as a module. research/ is no installed package (only the engine is), so
     the script is loaded from its file: no search path is changed."""
     key = "research.scoring.layer_evidence"
     if key not in sys.modules:
-        path = Path(__file__).resolve().parent / "scoring" / "layer_evidence.py"
+        path = Path(__file__).resolve().parents[1] / "scoring" / "layer_evidence.py"
         spec = importlib.util.spec_from_file_location(key, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[key] = module

@@ -6,7 +6,7 @@ point), the chunks of each place its text occurs: enough to try another keep rul
 With --heads DIR, each case's look-ahead attention is also saved, per step, layer and head, as chunk
 means and chunk maxima of the smoothed rows (DIR/ID.npz): enough to try another way of reducing
 them to chunk scores offline (research/scoring/aggregations.py).
-Usage: python research/keep-auto-probe.py OUT.jsonl [--scores] [--heads DIR] [--suite SUITE.jsonl ...]"""
+Usage: python research/keep-auto/keep-auto-probe.py OUT.jsonl [--scores] [--heads DIR] [--suite SUITE.jsonl ...]"""
 
 from __future__ import annotations
 
