@@ -7,6 +7,7 @@ package data of `engine.eval`.
 
 from __future__ import annotations
 
+import importlib.util
 from importlib import resources
 from pathlib import Path
 
@@ -21,14 +22,19 @@ ICON_SIZES = (16, 32, 48, 64, 128, 256)
 
 
 def resources_root() -> Path:
-    """The folder `specprefill_resources` is installed in (pip installs packages as plain files)."""
-    try:
-        root = resources.files(RESOURCE_PACKAGE)
-    except ModuleNotFoundError:
+    """The folder `specprefill_resources` is installed in (pip installs packages as plain files).
+
+    It is data only, with no Python file, so Python sees a namespace package: of the folders that
+    carry its name on the path, the one that holds the dev suite."""
+    spec = importlib.util.find_spec(RESOURCE_PACKAGE)
+    locations = [Path(location) for location in (spec.submodule_search_locations or [])] if spec else []
+    if not locations:
         return CHECKOUT_RESOURCES
-    if not isinstance(root, Path):  # a zip import, say: its files have no path to hand to a reader
-        raise RuntimeError(f"{RESOURCE_PACKAGE} is not installed as plain files: {root}")
-    return root
+    for location in locations:
+        if location.joinpath(*DEV_SUITE).is_file():
+            return location
+    # a zip import, say: its files have no path to hand to a reader
+    raise RuntimeError(f"{RESOURCE_PACKAGE} is not installed as plain files: {locations}")
 
 
 def resource_path(*parts: str) -> Path:

@@ -4,7 +4,9 @@
      "question": "How many divisions to an inch does the XFig grid have?",
      "answers": ["sixteen", "16"]}
 
-`doc` is relative to the suite file (or absolute): a PDF, a text file or a code folder.
+`doc` is relative to the suite file (or absolute): a PDF, a text file or a code folder. A doc that
+names a sample code base (`../samples/code/toolz-core`: a folder beside samples.json that lists it)
+is that sample's folder as engine.core.samples extracts it from its archive into the user cache.
 `answers` is optional (a case without answers is scored by agreement only). A summary case may
 list `key_points`, each a list of alternative phrases (`[["checkpoint", "checkpointing"],
 ["Hydra"]]`): its answer is scored by the share of points it mentions. `kind` is a
@@ -18,7 +20,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.core.errors import SpecPrefillError
+from engine.core.errors import CacheError, SpecPrefillError
+from engine.core.samples import SampleError, sample_at
 
 DEFAULT_KIND = "other"
 REQUIRED_FIELDS = ("id", "doc", "question")
@@ -120,6 +123,12 @@ def _require_text(obj: dict, name: str, where: str) -> None:
 
 def _resolve_doc(doc: str, base: Path, where: str) -> Path:
     path = (base / Path(doc).expanduser()).resolve()
+    try:
+        sample = sample_at(path)  # "../samples/code/toolz-core": a sample code base, kept as an archive
+    except (SampleError, CacheError) as e:
+        raise SuiteError(f"{where}: {e}") from e
+    if sample is not None:
+        return sample
     if not path.exists():
         raise SuiteError(f"{where}: document not found: {doc} (looked for {path})")
     return path

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.core.samples import sample_folder
 from engine.eval.suite import load_suite
 from engine.ingest import load_document
 from engine.pipeline.named_definitions import named_definitions
@@ -22,7 +23,7 @@ from engine.pipeline.named_files import named_files
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "resources" / "eval" / "codebase-long.jsonl"
 UNNAMED_SUITE = ROOT / "resources" / "eval" / "codebase-long-unnamed.jsonl"  # the same cases, no file named
-FOLDER = ROOT / "resources" / "samples" / "code" / "structlog"
+SAMPLE = "structlog"  # resources/samples/code/structlog.tar.gz, opened as a folder by engine.core.samples
 
 # Where each answer sits (a segment label of the ingested folder).
 ANSWER_FILE = {
@@ -63,8 +64,13 @@ def cases():
 
 
 @pytest.fixture(scope="module")
-def doc():
-    return load_document(FOLDER)
+def folder():
+    return sample_folder(SAMPLE)
+
+
+@pytest.fixture(scope="module")
+def doc(folder):
+    return load_document(folder)
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +78,9 @@ def segment_text(doc):
     return {s.label: doc.text[s.start : s.end] for s in doc.segments}
 
 
-def test_suite_loads_with_enough_cases_all_on_the_folder(cases):
+def test_suite_loads_with_enough_cases_all_on_the_folder(cases, folder):
     assert len(cases) >= MIN_CASES
-    assert all(c.doc == FOLDER.resolve() for c in cases)
+    assert all(c.doc == folder for c in cases)
     assert all(c.answers for c in cases)
     assert {c.id for c in cases} == set(ANSWER_FILE)
 

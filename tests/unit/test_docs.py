@@ -14,6 +14,7 @@ import pytest
 
 from engine.cli.main import build_parser
 from engine.cli.reference import render_markdown, undocumented, verbs
+from engine.core.samples import sample_folder
 
 REPO = Path(__file__).resolve().parents[2]
 # Built from parts, so this file does not match its own pattern.
@@ -83,13 +84,13 @@ def test_the_history_pattern_matches_across_a_line_break():
     assert HISTORY_WORDS.search("measured before " + "st" + "op\n38 scored")
 
 
-def test_the_toolz_subset_is_an_unchanged_copy():
+def test_the_toolz_subset_is_an_unchanged_copy(tmp_path):
     """toolz-core is the part of toolz that fits one window (its README-SOURCE.md says why)."""
-    code = REPO / "resources" / "samples" / "code"
-    subset = [p for p in (code / "toolz-core").rglob("*") if p.is_file() and p.name != "README-SOURCE.md"]
+    core, toolz = (sample_folder(name, cache=tmp_path) for name in ("toolz-core", "toolz"))
+    subset = [p for p in core.rglob("*") if p.is_file() and p.name != "README-SOURCE.md"]
     assert len(subset) >= 8
     for path in subset:
-        original = code / "toolz" / path.relative_to(code / "toolz-core")
+        original = toolz / path.relative_to(core)
         assert original.read_bytes() == path.read_bytes(), f"{path} differs from {original}"
 
 

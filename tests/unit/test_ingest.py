@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from engine.core.cancel import CancelToken
 from engine.core.errors import Cancelled, IngestError
+from engine.core.samples import sample_folder
 from engine.ingest import FolderLimits, IngestLimits, load_document
 from engine.ingest._common import decode_bytes, page_ranges
 from engine.ingest.folder import file_header
@@ -619,11 +620,11 @@ def test_real_pdfs(name, pages, chars, probe, warnings):
     assert doc.warnings == warnings
 
 
-def test_real_sample_text_and_code():
+def test_real_sample_text_and_code(tmp_path):
     sample = REPO / "engine" / "eval" / "calibration_sample.md"
-    code = REPO / "resources" / "samples" / "code" / "toolz"
-    if not sample.exists() or not code.exists():
+    if not sample.exists():
         pytest.skip("resources are not in this checkout")
+    code = sample_folder("toolz", cache=tmp_path)  # resources/samples/code/toolz.tar.gz
     doc = load_document(sample)
     assert doc.warnings == [] and 2500 <= len(doc.text.split()) <= 3500
     folder = load_document(code)
