@@ -51,6 +51,12 @@ def protected_chunks(n_tokens: int, chunk_size: int, tail_start: int) -> list[in
     return sorted({0, *tail})
 
 
+def scored_chunks(importance: np.ndarray, chunk_size: int, tail_start: int) -> tuple[np.ndarray, list[int]]:
+    """One prompt's chunk scores (chunk_scores) and protected chunks (protected_chunks), computed once
+    for whatever reads them (the keep=auto choice, then plan_selection)."""
+    return chunk_scores(importance, chunk_size), protected_chunks(len(importance), chunk_size, tail_start)
+
+
 def select_chunks(
     scores: np.ndarray,
     keep: float,
@@ -128,17 +134,18 @@ def plan_selection(
     definitions: list[tuple[int, int]] = (),
     word_scores: np.ndarray | None = None,
     word_weight: float = 0.0,
+    chunked: tuple[np.ndarray, list[int]] | None = None,
 ):
     """Chunk scores, protected chunks, kept chunks and kept token indices for one prompt; with
     `max_tokens`, the kept chunks hold at most that many tokens (a chunk holds chunk_size at most);
     with `definitions` and `focus` (token ranges of named definitions and files), their best chunks
     come first; with `parts` (token ranges of pages, sections or files), each part is covered (select_chunks).
     With `word_scores` (each chunk's match with the question's words) and a positive `word_weight`, the
-    scores returned and selected by are the draft's and the words' ranks together (ranked_with_words)."""
-    scores = chunk_scores(importance, chunk_size)
+    scores returned and selected by are the draft's and the words' ranks together (ranked_with_words).
+    `chunked`: scored_chunks(importance, chunk_size, tail_start) when the caller has it already."""
+    scores, protected = chunked if chunked is not None else scored_chunks(importance, chunk_size, tail_start)
     if word_scores is not None:
         scores = ranked_with_words(scores, word_scores, word_weight)
-    protected = protected_chunks(len(importance), chunk_size, tail_start)
     max_chunks = None if max_tokens is None else max_tokens // chunk_size
     kept = select_chunks(
         scores,

@@ -58,7 +58,7 @@ class EngineInfo:
     draft_trained_window: int = 0  # the positions the draft was trained on (0: not known)
     cpu_path: str = ""  # llama.cpp's CPU variant, extra buffers and self-test (engine.llama.cpu_backend)
     # The draft's own vocabulary (vocab only) when it is not the target's: SpecPrefill selects
-    # through character spans (engine.pipeline.span_runs); None: the draft selects target tokens.
+    # through character spans (engine.pipeline.spec_run); None: the draft selects target tokens.
     draft_vocab: LlamaModel | None = field(default=None, compare=False, repr=False)
 
     @property

@@ -9,8 +9,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from engine.core.cancel import NEVER, CancelToken
-from engine.core.events import RunName
+from engine.core.events import Progress, RunName, Stage
 from engine.core.settings import RunSettings, greedy
+from engine.core.steps import Steps, map_steps
 from engine.ingest.document import Segment
 from engine.llama.context_fit import Truncation
 from engine.llama.prompt import PreparedPrompt, render_parts, tokenize_parts
@@ -78,6 +79,11 @@ class Request:
         doc = self.window.document_tokens
         cut = self.cut.cut_tokens if self.cut else 0
         return dict(fit="truncated" if cut else "fits", seen_fraction=seen_fraction(doc, doc - cut))
+
+
+def progress_events(run: RunName, stage: Stage, steps: Steps):
+    """Forward a Steps generator's (done, total) as Progress events; return its result."""
+    return (yield from map_steps(steps, lambda done, total: Progress(run, stage, done, total)))
 
 
 def request_stream(method):

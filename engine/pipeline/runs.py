@@ -1,5 +1,6 @@
 """The two ways to answer one request, as events: the full prefill (baseline) and SpecPrefill
-(the draft scores, the selection keeps chunks, the target prefills only those), then the decode."""
+(engine.pipeline.spec_run: the draft scores, the selection keeps chunks, the target prefills only
+those), then the decode; the Runner dispatches a request to one of them."""
 
 from __future__ import annotations
 
@@ -12,60 +13,26 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import (
     EngineEvent,
     Notice,
-    Progress,
     RunFinished,
     RunName,
     RunResult,
-    Stage,
     StageChanged,
     TokenGenerated,
 )
-from engine.core.memory import require_fits
 from engine.core.settings import RunSettings
-from engine.core.steps import Steps, map_steps
-from engine.draft.memory import draft_scoring_need
-from engine.draft.scorer import DraftPrefix, DraftScorer, ScoringParams
-from engine.draft.segments import iter_score_segments, plan_segments
+from engine.draft.scorer import DraftScorer
 from engine.ingest.document import Segment
 from engine.llama.context_fit import fit_prompt
-from engine.llama.prompt import PreparedPrompt, token_char_offsets
+from engine.llama.prompt import PreparedPrompt
 from engine.llama.runtime import TargetRuntime
 from engine.llama.sampler import SamplingParams
-from engine.pipeline.draft_cache import DocumentSegments
 from engine.pipeline.engine_open import EngineInfo
-from engine.pipeline.peak_memory import PeakMemory
 from engine.pipeline.prefix_cache import PrefixCaches
 from engine.pipeline.prefix_context import PrefixContext
-from engine.pipeline.request import Request, prepare_prompt
+from engine.pipeline.request import Request, prepare_prompt, progress_events
 from engine.pipeline.run_policy import RunPolicy
-from engine.pipeline.selection_plan import plan_request_selection, wanted_parts
 from engine.pipeline.session import DocumentSession
-from engine.pipeline.span_runs import spec_by_spans
-from engine.pipeline.spec_finish import ChosenTokens, DraftCost, finish_spec
-
-
-def draft_stage_text(n_tokens: int, draft_prefix: DraftPrefix | None, n_segments: int, held: int = 0) -> str:
-    if draft_prefix is not None and draft_prefix.complete:
-        return f"draft scoring {n_tokens - len(draft_prefix)} tokens (the document from the draft cache)"
-    if draft_prefix is not None and draft_prefix.filled:
-        return f"draft scoring {n_tokens - draft_prefix.filled} tokens (the document's read part from the draft cache)"
-    if n_segments > 1:
-        cached = f"; {held} of them from the draft cache" if held else ""
-        return f"draft scoring {n_tokens} tokens in {n_segments} segments (longer than the draft's window{cached})"
-    return f"draft scoring {n_tokens} tokens"
-
-
-def spec_served_by(session: DocumentSession | None, reused_prefix: int, read_ahead_s: float = 0.0) -> str:
-    if session is None:
-        return ""  # one-shot runs say nothing of caches
-    if reused_prefix and read_ahead_s:
-        return "spec_read_ahead"
-    return "spec_cached_draft" if reused_prefix else "spec"
-
-
-def progress_events(run: RunName, stage: Stage, steps: Steps):
-    """Forward a Steps generator's (done, total) as Progress events; return its result."""
-    return (yield from map_steps(steps, lambda done, total: Progress(run, stage, done, total)))
+from engine.pipeline.spec_run import SpecRun
 
 
 class Runner:
@@ -82,11 +49,11 @@ class Runner:
         prefix_context: PrefixContext,
     ):
         self.runtime = runtime
-        self.scorer = scorer
         self.info = info
         self.policy = policy
         self.prefixes = prefixes
         self.prefix_context = prefix_context
+        self.spec_run = SpecRun(runtime, scorer, info, policy, prefixes, self.prefill_and_generate)
 
     def run(
         self,
@@ -139,7 +106,7 @@ class Runner:
                 start = yield from self.prefixes.load_saved(run, key, prefix, runtime)
                 served_by = "saved_state" if start else "cold_full"
         positions = np.arange(start, prompt.n_tokens, dtype=np.int32)
-        result = yield from self._prefill_and_generate(
+        result = yield from self.prefill_and_generate(
             request,
             prompt.tokens[start:],
             positions,
@@ -172,138 +139,16 @@ class Runner:
 
     # -- SpecPrefill ----------------------------------------------------------------------
     def spec(self, request: Request, session: DocumentSession | None = None) -> Iterator[EngineEvent]:
-        run, prompt, settings, window = request.run, request.prompt, request.settings, request.window
-        reason = self.policy.bypass_reason(prompt.n_tokens, settings)
+        """SpecPrefill (SpecRun), or the full prefill when it would not pay off for this prompt."""
+        reason = self.policy.bypass_reason(request.prompt.n_tokens, request.settings)
         if reason:
-            yield Notice(run, f"bypassed: {reason}; ran full prefill")
+            yield Notice(request.run, f"bypassed: {reason}; ran full prefill")
             yield from self.baseline(request, bypass_reason=reason, session=session)
             return
-        placement = self.policy.resolve_positions(settings.positions, window.fits)
-        if placement != settings.positions and settings.positions == "restore":
-            yield Notice(
-                run, "restore would place tokens past the target's window: the gaps were compressed instead"
-            )
-        budget = self.policy.selection_budget(
-            prompt, settings
-        )  # before the draft: a question too long fails at once
-        if self.info.draft_vocab is not None:  # another family's draft: select through character spans
-            yield from spec_by_spans(self, request, placement, budget)
-            return
-        score, draft_s, draft_peak = yield from self._draft_scores(request, session)
-        read_ahead_s = session.take_read_ahead() if session is not None else 0.0  # the first answer after it
-
-        t_select = time.perf_counter()
-        yield StageChanged(run, "select")
-        offsets = token_char_offsets(self.runtime.model, prompt)  # about 0.2 s at 83K tokens
-        parts, focus, definitions = self._segment_parts(request, offsets)
-        plan = plan_request_selection(
-            score.importance, prompt, settings, budget, parts, offsets, focus, definitions
-        )
-        chosen = ChosenTokens(plan, plan.kept_idx, prompt, offsets, "tokens")
-        yield from finish_spec(
-            self,
-            request,
-            chosen,
-            placement,
-            DraftCost(draft_s, draft_peak, t_select),
-            served_by=spec_served_by(session, score.reused_prefix, read_ahead_s),
-            read_ahead_s=read_ahead_s,
-        )
-
-    def _draft_scores(self, request: Request, session: DocumentSession | None):
-        """The draft's scores of the prompt, with the session's cached draft keys when there are any
-        (kept for the next question after); returns (scores, seconds, peak memory bytes)."""
-        run, prompt, settings, window = request.run, request.prompt, request.settings, request.window
-        segment_cache = self.prefixes.draft_segments(session, settings)
-        pieces = plan_segments(
-            prompt.n_tokens,
-            prompt.doc_token_span,
-            self.policy.draft_pass_tokens(settings),
-            follow_ups=segment_cache is not None,
-        )
-        self._require_draft_memory(
-            max(b - a for a, b in pieces) + prompt.n_tokens - window.document_tokens,
-            ScoringParams.from_settings(settings, prompt.question_rows).question_rows,
-        )
-        # A full prefix only for a prompt that fits (a background fill completes it); the draft's
-        # keys for any: the whole prefix when it scores the prompt in one pass, else each segment's.
-        key, prefix = (None, None)
-        if session is not None and window.fits:
-            key, prefix = self.prefixes.session_prefix(session, request)
-        elif session is not None:  # too long for a full prefill: nothing for a background fill to note
-            key, prefix = self.prefixes.document_prefix(session, request)
-        one_pass = len(pieces) == 1
-        draft_prefix = (
-            self.prefixes.draft_prefix(key, prefix, settings.draft_window) if key and one_pass else None
-        )
-        segments = segment_cache if not one_pass else None
-
-        t_draft = time.perf_counter()
-        tokens = prompt.tokens.tolist()
-        held = segments.count_held(pieces, tokens, prompt.doc_token_span) if segments else 0
-        yield StageChanged(run, "draft", draft_stage_text(prompt.n_tokens, draft_prefix, len(pieces), held))
-        with PeakMemory(self.info.device) as draft_mem:
-            score = yield from progress_events(
-                run, "draft", self._iter_score(prompt, settings, request.cancel, draft_prefix, segments)
-            )
-        draft_s = time.perf_counter() - t_draft
-        problem = ""
-        if draft_prefix is not None:
-            problem = self.prefixes.keep_draft_prefix(key, draft_prefix)
-        elif segments is not None:
-            problem = self.prefixes.segments_kept_note(segments, pieces, tokens, prompt.doc_token_span)
-        if problem:
-            yield Notice(run, problem)
-        return score, draft_s, self._draft_peak_bytes(draft_mem)
-
-    def _segment_parts(self, request: Request, offsets: list[int]):
-        """The pages or files to cover, and the named files and definitions to keep first (label and
-        token range), as far as this request needs them."""
-        prompt, settings = request.prompt, request.settings
-        wanted = wanted_parts(settings, prompt.parts.question, prompt.parts.document, request.segments)
-        if not wanted:
-            return [], (), ()
-        return wanted.in_tokens(offsets, len(prompt.parts.prefix), prompt.doc_token_span)
-
-    def _iter_score(
-        self,
-        prompt: PreparedPrompt,
-        settings: RunSettings,
-        cancel: CancelToken,
-        draft_prefix: DraftPrefix | None,
-        segments: DocumentSegments | None = None,
-    ):
-        """The draft's scores: one pass (with the cached prefix when there is one), or segments for a
-        prompt longer than the draft was trained on (with their cached heads and slices)."""
-        tokens, params = prompt.tokens.tolist(), ScoringParams.from_settings(settings, prompt.question_rows)
-        if draft_prefix is not None:
-            return self.scorer.iter_score(tokens, params, cancel, draft_prefix)
-        return iter_score_segments(
-            self.scorer,
-            tokens,
-            prompt.doc_token_span,
-            self.policy.draft_pass_tokens(settings),
-            params,
-            cancel,
-            segments,
-        )
-
-    def _require_draft_memory(self, n_prompt: int, question_rows: int) -> None:
-        """The draft's cache grows with the prompt: refuse before scoring rather than die in it."""
-        model = self.scorer.model
-        bytes_per_value = next(model.parameters()).dtype.itemsize
-        require_fits(
-            draft_scoring_need(model.config, bytes_per_value, n_prompt, question_rows), self.info.device
-        )
-
-    def _draft_peak_bytes(self, measured: PeakMemory) -> int:
-        """The draft's footprint while scoring: weights plus the working set's peak (CUDA counts both)."""
-        if self.info.device.startswith("cuda"):
-            return measured.peak_bytes
-        return self.info.draft_memory_bytes + measured.peak_bytes
+        yield from self.spec_run.run(request, session)
 
     # -- the target's prefill and the answer ------------------------------------------------
-    def _prefill_and_generate(
+    def prefill_and_generate(
         self,
         request: Request,
         tokens: np.ndarray,

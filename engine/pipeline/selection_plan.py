@@ -20,7 +20,7 @@ from engine.core.settings import (
 )
 from engine.draft.keep_policy import choose_keep, is_broad_question
 from engine.draft.question_words import bm25_chunk_scores, chunk_texts
-from engine.draft.selection import chunk_scores, plan_selection, protected_chunks
+from engine.draft.selection import plan_selection, scored_chunks
 from engine.ingest.document import Segment
 from engine.llama.prompt import PreparedPrompt
 from engine.pipeline.named_definitions import Definition, named_definitions
@@ -152,18 +152,21 @@ def plan_request_selection(
     offsets: Sequence[int],
     focus: Labelled = (),
     definitions: Labelled = (),
+    chunked: tuple[np.ndarray, list[int]] | None = None,
 ) -> SelectionPlan:
     """The keep, then the selection; `parts` (segment_token_parts, given only when the question wants
     coverage) are covered when there is more than one of them; `definitions` and `focus` (each named
     definition's and file's label and token range) are kept first, in that order. `offsets` (each
     token's char offset in the prompt text) give the chunks' words for settings.question_words; the
-    keep=auto choice reads the draft's scores alone."""
+    keep=auto choice reads the draft's scores alone. The chunk scores and protected chunks are computed
+    once, here or by the caller (`chunked`: scored_chunks of `importance`), for the keep and the selection."""
     question = prompt.parts.question
     keep, reason = settings.keep, ""
+    if chunked is None:
+        chunked = scored_chunks(importance, settings.chunk_size, prompt.tail_start)
     if keep == AUTO_KEEP:
         choice = choose_keep(
-            chunk_scores(importance, settings.chunk_size),
-            protected_chunks(len(importance), settings.chunk_size, prompt.tail_start),
+            *chunked,
             question,
             AUTO_KEEP_FLOOR,
             AUTO_KEEP_CEILING,
@@ -188,6 +191,7 @@ def plan_request_selection(
         [span for _, span in definitions],
         words,
         settings.question_words,
+        chunked,
     )
     return SelectionPlan(
         scores,

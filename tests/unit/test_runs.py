@@ -9,8 +9,9 @@ from engine.core.events import Notice, RunFinished, SelectionMade, StageChanged,
 from engine.pipeline.draft_cache import DraftCaches
 from engine.pipeline.prefix_cache import PrefixCaches
 from engine.pipeline.run_policy import RunPolicy
-from engine.pipeline.runs import Runner, draft_stage_text, spec_served_by
+from engine.pipeline.runs import Runner
 from engine.pipeline.session import DocumentSession
+from engine.pipeline.spec_run import draft_stage_text, spec_served_by
 from engine.pipeline.state_store import StateStore
 from tests.unit.owner_helpers import DOCUMENT, QUESTION, opened_prefix_context, settings
 
