@@ -18,11 +18,11 @@ from pathlib import Path
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
-from desktop.engine_host import EngineLike, ProgressFn
-from desktop.main_window import MainWindow
-from desktop.screenshot import ScreenshotDirector, ShotPlan
-from desktop.settings_store import APPLICATION, ORGANIZATION, default_qsettings
-from desktop.theme import THEME_SYSTEM, THEMES, apply_theme
+from desktop.sessions.engine_host import EngineLike, ProgressFn
+from desktop.sessions.settings_store import APPLICATION, ORGANIZATION, default_qsettings
+from desktop.widgets.theme import THEME_SYSTEM, THEMES, apply_theme
+from desktop.window.main_window import MainWindow
+from desktop.window.screenshot import ScreenshotDirector, ShotPlan
 from engine.api import (
     CancelToken,
     ModelSettings,

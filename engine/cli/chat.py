@@ -20,16 +20,14 @@ import itertools
 import json
 import select
 import sys
-import threading
 from collections.abc import Iterator
 
+from engine.api import SESSION_MODES, BackgroundThread, DocumentSession, background_work, load_document
 from engine.cli.loading import load_engine
-from engine.cli.options import add_model_options, add_run_options, path_arg, run_settings_from
+from engine.cli.options import add_model_options, add_run_options, doc_arg, run_settings_from
 from engine.cli.run import fit_text, print_events
 from engine.core.cancel import CancelToken
 from engine.core.events import BackgroundEnded, Notice, ReadAheadEnded, RunResult
-from engine.ingest import load_document
-from engine.pipeline import SESSION_MODES, DocumentSession
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -38,7 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--doc",
-        type=path_arg,
+        type=doc_arg,
         required=True,
         help="the document every question is about (a PDF, a text file or a code folder)",
     )
@@ -88,62 +86,16 @@ def at_least_one(questions: Iterator[str]) -> Iterator[str]:
     return itertools.chain([first], questions)
 
 
-class BackgroundFill:
-    """The engine's background work on a thread, between questions: the draft's read-ahead once, then
-    the full prefill; one line on stderr when each ends (the next question pauses it)."""
-
-    def __init__(self, engine, session: DocumentSession, settings, enabled: bool, read_ahead: bool = False):
-        self.engine, self.session, self.settings, self.enabled = engine, session, settings, enabled
-        self.read_ahead = read_ahead and settings.read_ahead  # once, before the first question
-        self.cancel = CancelToken()
-        self.thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self.wait()
-        self.thread = threading.Thread(target=self._run, name="background-prefill", daemon=True)
-        self.thread.start()
-
-    def read_now(self) -> None:
-        """The read-ahead here and now (questions given with --question: before the first)."""
-        if self.read_ahead:
-            self.read_ahead = False
-            self._read()
-
-    def _run(self) -> None:
-        self.read_now()
-        if self.enabled and self.engine.background_needed(self.session, self.settings):
-            self._fill()
-
-    def _read(self) -> None:
-        for event in self.engine.read_ahead(self.session, self.settings, self.cancel):
-            if isinstance(event, ReadAheadEnded):
-                detail = f": {event.detail}" if event.detail else ""
-                print(
-                    f"[read-ahead] document {event.done}/{event.total} tokens, {event.status} "
-                    f"({event.seconds:.1f}s){detail}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-    def _fill(self) -> None:
-        for event in self.engine.background_prefill(self.session, self.settings, self.cancel):
-            if isinstance(event, BackgroundEnded):
-                detail = f": {event.detail}" if event.detail else ""
-                print(
-                    f"[background] full prefix {event.done}/{event.total} tokens, {event.status} "
-                    f"({event.seconds:.1f}s){detail}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-    def wait(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-
-    def stop(self) -> None:
-        self.cancel.cancel()  # the batch under way aborts
-        self.wait()
+def background_line(event: object) -> None:
+    """One line on stderr when the read-ahead or the full fill ends (the next question pauses it)."""
+    if isinstance(event, ReadAheadEnded):
+        what = f"[read-ahead] document {event.done}/{event.total} tokens"
+    elif isinstance(event, BackgroundEnded):
+        what = f"[background] full prefix {event.done}/{event.total} tokens"
+    else:
+        return
+    detail = f": {event.detail}" if event.detail else ""
+    print(f"{what}, {event.status} ({event.seconds:.1f}s){detail}", file=sys.stderr, flush=True)
 
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
@@ -156,15 +108,15 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
             print(f"specprefill: warning: {warning}", file=sys.stderr)
     engine = load_engine(args, cancel, quiet=args.json)
     session = DocumentSession(document)
-    background = BackgroundFill(
-        engine, session, settings, enabled=args.mode == "auto", read_ahead=args.mode != "baseline"
-    )  # a full prefill uses no draft
+    read, fill = args.mode != "baseline", args.mode == "auto"  # a full prefill uses no draft
+    background = BackgroundThread(background_line)
     try:
-        if later:
-            background.start()  # the read-ahead, then the full fill, while the first question is typed
+        if later:  # the read-ahead, then the full fill, while the first question is typed
+            background.start(background_work(engine, session, settings, read_ahead=read, fill=fill))
             questions = at_least_one(questions)
-        else:
-            background.read_now()  # the first question is here already: read ahead before it
+        else:  # the first question is here already: read ahead before it
+            for event in background_work(engine, session, settings, read_ahead=read, fill=False)(cancel):
+                background_line(event)
         for number, question in enumerate(questions, 1):
             if not args.json:
                 print(f"Q{number}: {question}\nA: ", end="", flush=True)
@@ -175,7 +127,7 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
                 json.dumps({"question": question, **result.to_json()}) if args.json else footer(result),
                 flush=True,
             )
-            background.start()
+            background.start(background_work(engine, session, settings, read_ahead=False, fill=fill))
     finally:
         background.stop()
         engine.close()

@@ -1,5 +1,6 @@
 """The background full prefill: a session's document prefix filled into the prefix context one
-batch at a time while no request runs, so follow-ups are served from it."""
+batch at a time while no request runs, so follow-ups are served from it (background_thread runs
+it on a thread)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.api import CancelToken, Notice, RunFinished, RunSettings, TokenGenerated
+from engine.api import (
+    BackgroundEnded,
+    BackgroundThread,
+    CancelToken,
+    Notice,
+    RunFinished,
+    RunSettings,
+    TokenGenerated,
+    background_work,
+)
 from engine.serve.metrics import Metrics
 from engine.serve.sessions import SessionStore
 from engine.serve.stops import StopScanner
@@ -66,40 +75,9 @@ class Job:
             pass
 
 
-class BackgroundFill:
-    """Engine.background_prefill on a thread of its own while the queue is empty."""
-
-    def __init__(self, engine) -> None:
-        self.engine = engine
-        self.cancel = CancelToken()
-        self.thread: threading.Thread | None = None
-
-    def start(self, session, settings: RunSettings) -> None:
-        self.wait()
-        if settings.background_prefill and self.engine.background_needed(session, settings):
-            self.thread = threading.Thread(
-                target=self._fill, args=(session, settings), daemon=True, name="background-prefill"
-            )
-            self.thread.start()
-
-    def _fill(self, session, settings: RunSettings) -> None:
-        try:
-            for event in self.engine.background_prefill(session, settings, self.cancel):
-                if getattr(event, "status", ""):
-                    log.info(
-                        "background full prefill %s (%d/%d tokens)", event.status, event.done, event.total
-                    )
-        except Exception:  # the fill is an optimisation: a failure leaves the answers as they were
-            log.exception("background full prefill failed")
-
-    def wait(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-
-    def stop(self) -> None:
-        self.cancel.cancel()
-        self.wait()
+def log_background(event: object) -> None:
+    if isinstance(event, BackgroundEnded):
+        log.info("background full prefill %s (%d/%d tokens)", event.status, event.done, event.total)
 
 
 class EngineWorker:
@@ -120,7 +98,7 @@ class EngineWorker:
         self._closing = False
         self._healthy = True
         self.restarts = 0  # times the worker's loop failed and was started again
-        self._fill = BackgroundFill(engine) if background else None
+        self._fill = BackgroundThread(log_background) if background else None
         self._seconds = 0.0  # a moving average of how long an answer takes, for Retry-After
         self._thread = threading.Thread(target=self._supervise, name="engine-worker", daemon=True)
         self._thread.start()
@@ -209,9 +187,8 @@ class EngineWorker:
         if self._fill is None:
             return
         try:
-            self._fill.start(
-                self.sessions.session_for(job.document, job.settings.system_prompt), job.settings
-            )
+            session = self.sessions.session_for(job.document, job.settings.system_prompt)
+            self._fill.start(background_work(self.engine, session, job.settings, read_ahead=False, fill=True))
         except Exception:
             log.exception("the background full prefill could not start")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings, QTimer
 
-from desktop.main_window import MainWindow
+from desktop.window.main_window import MainWindow
 from engine.core.cancel import CancelToken
 from engine.core.errors import ContextOverflowError, IngestError, PasswordError, SpecPrefillError
 from engine.core.events import (

@@ -11,14 +11,15 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QApplication, QLabel
 
-from desktop import about, app, heat_colors
-from desktop.answer_diff import DIFF_STYLES
-from desktop.error_banner import ErrorBanner, banner_style
-from desktop.kept_view import KeptTokenView, legend_html
-from desktop.screenshot import EXIT_OK, ShotPlan
-from desktop.theme import MIN_CONTRAST, THEME_DARK, apply_theme, contrast_ratio, text_css, text_on
+from desktop import app
+from desktop.widgets import about, heat_colors
+from desktop.widgets.answer_diff import DIFF_STYLES
+from desktop.widgets.error_banner import ErrorBanner, banner_style
+from desktop.widgets.kept_view import KeptTokenView, legend_html
+from desktop.widgets.theme import MIN_CONTRAST, THEME_DARK, apply_theme, contrast_ratio, text_css, text_on
+from desktop.window.screenshot import EXIT_OK, ShotPlan
 from engine.core.about import APP_NAME, app_version
-from engine.core.notices import NOTICES
+from engine.core.credits import CREDITS
 from engine.core.settings import RunSettings
 from engine.ingest.document import Document
 from tests.gui.conftest import build_prompt, make_selection
@@ -50,7 +51,7 @@ def test_about_names_the_app_versions_models_and_licences(window, qtbot):
     for label in ("Python", "PySide6 / Qt", "torch", "llama-cpp-python"):
         assert f"{label}:" in text
     assert "FakeTarget-1.5B" in text and "FakeDraft-0.5B" in text  # from the loaded engine's info
-    for notice in NOTICES:
+    for notice in CREDITS:
         assert f"{html.escape(notice.name)}:&nbsp;</td><td>{html.escape(notice.licence)}" in text
     assert "Qwen2.5-Coder-1.5B-Instruct" in text and "Apache-2.0" in text and "LGPL-3.0-only" in text
     assert box.isVisible()

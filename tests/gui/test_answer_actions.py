@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from desktop import run_pane
-from desktop.answer_export import run_facts, suggested_file_name
-from desktop.main_window import MainWindow
-from desktop.run_pane import RunPane
+from desktop.model.answer_export import run_facts, suggested_file_name
+from desktop.widgets import run_pane
+from desktop.widgets.run_pane import RunPane
+from desktop.window.main_window import MainWindow
 from engine.core.events import RunFinished, StageChanged, TokenGenerated
 from tests.gui.conftest import SPEC_ANSWER, fake_load_document, wait_run_done
 from tests.gui.test_panes import result

@@ -13,8 +13,8 @@ import pytest
 from PySide6.QtGui import QImage
 
 from desktop import app
-from desktop.main_window import MainWindow
-from desktop.screenshot import EXIT_OK, ScreenshotDirector, ShotPlan
+from desktop.window.main_window import MainWindow
+from desktop.window.screenshot import EXIT_OK, ScreenshotDirector, ShotPlan
 from engine.core.resources import desktop_file_path
 from engine.core.settings import ModelSettings
 from tests.gui.conftest import fake_load_document

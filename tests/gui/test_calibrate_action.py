@@ -16,8 +16,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
 
 import tests.gui.conftest as gui_conftest
-from desktop.document_info import NOT_CALIBRATED
-from desktop.error_banner import failure_text
+from desktop.model.failure_text import failure_text
+from desktop.widgets.document_info import NOT_CALIBRATED
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import NotCalibratedError, RuntimeFailure
 from engine.core.paths import calibration_path

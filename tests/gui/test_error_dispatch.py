@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from desktop.error_banner import failure_text
+from desktop.model.failure_text import failure_text
 from engine.api import (
     ContextOverflowError,
     DefaultModelsError,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
-from desktop import heat_colors
-from desktop.kept_view import KeptTokenView
+from desktop.widgets import heat_colors
+from desktop.widgets.kept_view import KeptTokenView
 from engine.core.settings import RunSettings
 from engine.ingest.document import Document, Segment
 from tests.gui.conftest import CHARS_PER_TOKEN, build_prompt, make_selection

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import desktop.kept_view as kept_view
-import desktop.selection_map as selection_map
-import desktop.text_projection as text_projection
+import desktop.model.selection_map as selection_map
+import desktop.model.text_projection as text_projection
+import desktop.widgets.kept_view as kept_view
 from engine.api import Document, Selection
 from engine.ingest.document import Segment
 

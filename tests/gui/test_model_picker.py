@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtWidgets import QDialogButtonBox
 
-from desktop.model_picker import ModelPicker
+from desktop.widgets.model_picker import ModelPicker
 from engine.api import Discovery, ModelSettings
 from engine.models.discover import DiscoveredModel
 from engine.models.gguf_facts import read_facts

@@ -6,10 +6,11 @@ import threading
 
 import pytest
 
-from desktop import comparison_bar
-from desktop.answer_diff import AnswerCompareView, word_diff
-from desktop.comparison_bar import ComparisonBar
-from desktop.run_pane import RunPane, eta_seconds, stage_predictions
+from desktop.model.run_progress import eta_seconds, stage_predictions
+from desktop.widgets import comparison_bar
+from desktop.widgets.answer_diff import AnswerCompareView, word_diff
+from desktop.widgets.comparison_bar import ComparisonBar
+from desktop.widgets.run_pane import RunPane
 from engine.core.events import (
     Notice,
     Progress,

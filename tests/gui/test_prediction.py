@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from desktop.settings_store import RunPreferences
+from desktop.model.preferences import RunPreferences
 from tests.gui.conftest import FAKE_CALIBRATION, wait_run_done
 
 AT_20 = (

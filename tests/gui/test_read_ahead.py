@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from desktop.settings_store import RunPreferences
+from desktop.model.preferences import RunPreferences
 from tests.gui.conftest import SPEC_ANSWER, open_and_ask, wait_run_done
 
 

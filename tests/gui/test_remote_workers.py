@@ -12,11 +12,12 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QDialogButtonBox, QStatusBar
 
-from desktop import remote_workers
-from desktop.engine_status import EngineStatus, devices_text
-from desktop.remote_workers import RemoteWorkersPanel, memory_text
-from desktop.settings_dialog import SettingsDialog
-from desktop.settings_store import RunPreferences, SettingsStore
+from desktop.model.preferences import RunPreferences
+from desktop.sessions.settings_store import SettingsStore
+from desktop.widgets import remote_workers
+from desktop.widgets.engine_status import EngineStatus, devices_text
+from desktop.widgets.remote_workers import RemoteWorkersPanel, memory_text
+from desktop.widgets.settings_dialog import SettingsDialog
 from engine.api import DEFAULT_WORKER_PORT, Endpoint, ModelSettings, WorkerMemory
 from tests.gui.conftest import FakeInfo
 

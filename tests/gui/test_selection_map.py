@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from desktop.selection_map import chunk_spans, complement, covered_fraction, kept_ranges, merge_ranges
-from desktop.text_projection import TextProjection, Utf16Index
+from desktop.model.selection_map import chunk_spans, complement, covered_fraction, kept_ranges, merge_ranges
+from desktop.model.text_projection import TextProjection, Utf16Index
 from engine.core.events import Selection
 
 

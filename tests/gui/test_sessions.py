@@ -9,9 +9,10 @@ import time
 import pytest
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox
 
-from desktop.doc_threads import FOLLOW_UP_CAPTION
-from desktop.settings_dialog import SettingsDialog
-from desktop.settings_store import RunPreferences, SettingsStore
+from desktop.model.doc_threads import FOLLOW_UP_CAPTION
+from desktop.model.preferences import RunPreferences
+from desktop.sessions.settings_store import SettingsStore
+from desktop.widgets.settings_dialog import SettingsDialog
 from engine.api import SERVED_BY_LABELS, ModelSettings, option_of
 from tests.gui.conftest import SPEC_ANSWER, open_and_ask, page_text, wait_run_done
 

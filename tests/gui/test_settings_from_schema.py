@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QCheckBox, QComboBox, QSpinBox
 
-from desktop.run_controls import RunControls
-from desktop.settings_dialog import SettingsDialog
-from desktop.settings_store import RunPreferences, SettingsStore
+from desktop.model.preferences import RunPreferences
+from desktop.sessions.settings_store import SettingsStore
+from desktop.widgets.run_controls import RunControls
+from desktop.widgets.settings_dialog import SettingsDialog
 from engine.api import ModelSettings, RunSettings, option_of, options
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtWidgets import QGroupBox
 
-from desktop.settings_dialog import SettingsDialog
-from desktop.settings_store import RunPreferences, SettingsStore
+from desktop.model.preferences import RunPreferences
+from desktop.sessions.settings_store import SettingsStore
+from desktop.widgets.settings_dialog import SettingsDialog
 from engine.api import ModelSettings, RunSettings, option_of
 from engine.core.settings import SAMPLING, sampling_fields
 

@@ -1,4 +1,4 @@
-"""The window applies desktop.view_state's rules: its widgets agree with enablement(view_state())."""
+"""The window applies desktop.model.view_state's rules: its widgets agree with enablement(view_state())."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import QRect, QSize
 from PySide6.QtWidgets import QSplitter
 
-from desktop.main_window import FIRST_START_SIZE, MainWindow, first_start_size
+from desktop.window.layout import FIRST_START_SIZE, first_start_size
+from desktop.window.main_window import MainWindow
 from tests.gui.conftest import fake_load_document
 
 

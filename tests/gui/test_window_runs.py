@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from desktop.question_bar import PRESETS
-from desktop.settings_store import RunPreferences
+from desktop.model.preferences import RunPreferences
+from desktop.widgets.question_bar import PRESETS
 from engine.core.events import Progress, StageChanged
 from engine.pipeline.costmodel import CostModel, Quadratic
 from tests.gui.conftest import BASELINE_ANSWER, SPEC_ANSWER, open_and_ask, ticking_timer, wait_run_done

@@ -8,8 +8,9 @@ from pathlib import Path
 from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QDialogButtonBox, QPushButton
 
-from desktop.load_dialog import ModelLoadDialog
-from desktop.settings_store import RunPreferences, SettingsStore
+from desktop.model.preferences import RunPreferences
+from desktop.sessions.settings_store import SettingsStore
+from desktop.widgets.load_dialog import ModelLoadDialog
 from engine.core.settings import ModelSettings, RunSettings
 from engine.models import defaults as models
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from PySide6.QtCore import QThread
 
-from desktop.worker import Worker, make_pool
+from desktop.sessions.worker import Worker, make_pool
 from engine.core.errors import SpecPrefillError
 
 

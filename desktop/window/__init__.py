@@ -1,0 +1,1 @@
+"""The main window and its flows: the flows get the widgets, sessions and callbacks they use, never the window."""
