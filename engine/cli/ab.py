@@ -31,6 +31,38 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from engine.api import (
+    DEFAULT_KEEPS,
+    AbCaseDone,
+    AbError,
+    AbFinished,
+    AbProgress,
+    AbReport,
+    AbRunDone,
+    Case,
+    CaseRecord,
+    GroupSummary,
+    RunSummary,
+    load_suite,
+    parse_keeps,
+    run_label,
+    run_notes,
+    run_suite,
+    write_csv,
+)
+from engine.api.harness import (
+    AbEvent,
+    JournalHeader,
+    accuracy_text,
+    append_case,
+    claim_journal,
+    default_journal_path,
+    keep_setting,
+    read_journal,
+    settings_record,
+    start_journal,
+    write_html,
+)
 from engine.cli.loading import load_engine
 from engine.cli.options import add_model_options, add_run_options, comma_items, path_arg, run_settings_from
 from engine.core.cancel import CancelToken
@@ -44,38 +76,6 @@ from engine.core.formatting import (
 )
 from engine.core.private import private_dir
 from engine.core.settings import RunSettings
-from engine.eval.ab import (
-    DEFAULT_KEEPS,
-    AbCaseDone,
-    AbError,
-    AbEvent,
-    AbFinished,
-    AbProgress,
-    AbRunDone,
-    keep_setting,
-    parse_keeps,
-    run_suite,
-    settings_record,
-)
-from engine.eval.journal import (
-    JournalHeader,
-    append_case,
-    claim_journal,
-    default_journal_path,
-    read_journal,
-    start_journal,
-)
-from engine.eval.report import write_csv, write_html
-from engine.eval.results import (
-    AbReport,
-    CaseRecord,
-    GroupSummary,
-    RunSummary,
-    accuracy_text,
-    run_label,
-    run_notes,
-)
-from engine.eval.suite import Case, load_suite
 
 JOURNAL_HELP = (
     "Each case is written, as it finishes, to a journal: OUT.journal.jsonl beside --report "

@@ -7,24 +7,40 @@ import json
 import sys
 from pathlib import Path
 
+from engine.api import load_document
+from engine.api.harness import (
+    BenchRow,
+    ReadAheadBenchRow,
+    SessionBenchRow,
+    bench_report,
+    bench_settings,
+    fit_label,
+    plot_ttft,
+    prefix_context_rss_bytes,
+    run_bench,
+    run_read_ahead_bench,
+    run_session_bench,
+)
 from engine.cli.loading import load_engine
-from engine.cli.options import add_model_options, add_run_options, int_list, path_arg, run_settings_from
+from engine.cli.options import (
+    add_model_options,
+    add_run_options,
+    doc_arg,
+    int_list,
+    path_arg,
+    run_settings_from,
+)
 from engine.cli.target_shape import add_target_shape_option, apply_target_shape
 from engine.core.cancel import CancelToken
 from engine.core.events import RunFinished, StageChanged
 from engine.core.formatting import format_bytes, format_percent
-from engine.eval.bench import BenchRow, bench_report, bench_settings, plot_ttft, run_bench
-from engine.eval.read_ahead_bench import ReadAheadBenchRow, run_read_ahead_bench
-from engine.eval.results import fit_label
-from engine.eval.session_bench import SessionBenchRow, prefix_context_rss_bytes, run_session_bench
-from engine.ingest import load_document
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("bench", help="TTFT of full prefill vs SpecPrefill at several prompt lengths")
     p.add_argument(
         "--doc",
-        type=path_arg,
+        type=doc_arg,
         required=True,
         help="the document whose text is cut to each length (a PDF, a text file or a code folder)",
     )

@@ -6,12 +6,12 @@ import argparse
 import json
 import time
 
+from engine.api import printable
+from engine.api.maintenance import SavedState, StateStore, cap_bytes
 from engine.cli.options import add_settings_options, model_settings_from
 from engine.core.cancel import CancelToken
 from engine.core.paths import state_cache_dir
 from engine.core.settings import ModelSettings
-from engine.models.untrusted import printable
-from engine.pipeline.state_store import SavedState, StateStore, cap_bytes
 
 MB, GB = 1e6, 1e9
 

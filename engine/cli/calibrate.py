@@ -6,20 +6,20 @@ import argparse
 import json
 import sys
 
+from engine.api import load_document
+from engine.api.harness import DEFAULT_LENGTHS, Measurement, calibrate_machine
 from engine.cli.loading import load_engine
-from engine.cli.options import add_model_options, int_list, model_settings_from, path_arg
+from engine.cli.options import add_model_options, doc_arg, int_list, model_settings_from
 from engine.core.cancel import CancelToken
 from engine.core.paths import calibration_path
 from engine.core.resources import calibration_sample
-from engine.eval.calibrate import DEFAULT_LENGTHS, Measurement, calibrate_machine
-from engine.ingest import load_document
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "calibrate", help="measure this machine's draft and target speed; store a cost model"
     )
-    p.add_argument("--doc", type=path_arg, default=None, help="text to time on (default: a bundled sample)")
+    p.add_argument("--doc", type=doc_arg, default=None, help="text to time on (default: a bundled sample)")
     p.add_argument(
         "--lengths",
         type=int_list,

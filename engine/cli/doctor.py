@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from engine.api.maintenance import Check, diagnose
 from engine.cli.options import add_model_options, model_settings_from
 from engine.core.cancel import CancelToken
 from engine.core.errors import DefaultModelsError, ModelError
-from engine.pipeline.diagnostics import Check, diagnose
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

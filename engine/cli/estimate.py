@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
+from engine.api.maintenance import require_cost_model
 from engine.cli.options import add_settings_options
 from engine.core.cancel import CancelToken
 from engine.core.settings import RunSettings, nominal_keep
-from engine.pipeline import costmodel
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
-    model = costmodel.require()
+    model = require_cost_model()
     # keep auto is predicted at the keep it is expected to choose (the cost model needs a number)
     estimate = model.estimate(
         args.tokens,

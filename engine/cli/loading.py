@@ -12,10 +12,14 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
+from engine import api
 from engine.cli.options import model_settings_from
 from engine.core.cancel import CancelToken
-from engine.pipeline import Engine
+
+if TYPE_CHECKING:
+    from engine.api import Engine
 
 
 class CtrlC:
@@ -84,4 +88,4 @@ def load_engine(args: argparse.Namespace, cancel: CancelToken, quiet: bool) -> E
             print(f"[load] {label}", file=sys.stderr, flush=True)
 
     with ctrl_c_interrupts():
-        return Engine.load(settings, progress=progress, cancel=cancel)
+        return api.load_engine(settings, progress=progress, cancel=cancel)

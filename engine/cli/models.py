@@ -6,16 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from engine.api import DiscoveredModel, Discovery, discover_models, prepare_models, printable
+from engine.api.maintenance import MODEL_DIRS_ENV, probe_restore_support
+from engine.api.maintenance import model_defaults as defaults
 from engine.cli.loading import ctrl_c_interrupts, print_progress
 from engine.core.cancel import CancelToken
 from engine.core.formatting import format_bytes
 from engine.core.settings import ModelSettings
-from engine.models import defaults
-from engine.models.discover import DiscoveredModel, Discovery, discover
-from engine.models.discover_sources import MODEL_DIRS_ENV
-from engine.models.untrusted import printable
-from engine.pipeline.diagnostics import probe_restore_support
-from engine.pipeline.prepare import prepare_models
 
 DEFAULTS_ARG = "defaults"  # what a bare --assemble means
 RESTORE_LABEL = {
@@ -66,7 +63,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     if args.discover:
-        return show_discovery(discover(tuple(args.discover_dir)), as_json=args.json)
+        return show_discovery(discover_models(tuple(args.discover_dir)), as_json=args.json)
     with ctrl_c_interrupts():
         if args.assemble in defaults.OPTIONAL:
             path = defaults.assemble(defaults.optional_model(args.assemble), print_progress("models"), cancel)

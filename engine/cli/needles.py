@@ -6,30 +6,19 @@ import argparse
 import json
 import sys
 
+from engine.api import load_document
+from engine.api.harness import needles as harness
 from engine.cli.loading import load_engine
 from engine.cli.options import (
     add_model_options,
     add_run_options,
+    doc_arg,
     int_list,
     integers,
-    path_arg,
     run_settings_from,
 )
 from engine.core.cancel import CancelToken
 from engine.core.errors import SettingsError
-from engine.eval.needles import (
-    DEPTHS,
-    DRAFT_READS,
-    as_json,
-    ask_needle,
-    ask_needles_together,
-    draft_keeps_needle,
-    haystack,
-    insert_needle,
-    needle_for,
-    require_distinct,
-)
-from engine.ingest import load_document
 
 
 def _depths(value: str) -> list[int]:
@@ -45,7 +34,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--doc",
-        type=path_arg,
+        type=doc_arg,
         action="append",
         required=True,
         help="a real document for the haystack (repeat: they are joined in order)",
@@ -59,7 +48,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--depths",
         type=_depths,
-        default=list(DEPTHS),
+        default=list(harness.DEPTHS),
         help="percent of the text; each depth gets its own fact (the nearest of 10,30,50,70,90's)",
     )
     p.add_argument(
@@ -70,7 +59,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--draft-only",
-        choices=DRAFT_READS,
+        choices=harness.DRAFT_READS,
         action="append",
         help="score with the draft only and report whether the selection keeps the fact, reading "
         "past the draft's window in segments or in one pass (repeat to compare)",
@@ -95,10 +84,10 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
             "--together asks the questions end to end in a session; --draft-only scores one "
             "needle at a time without the target: choose one"
         )
-    placed = [(depth / 100, needle_for(depth)) for depth in args.depths]
+    placed = [(depth / 100, harness.needle_for(depth)) for depth in args.depths]
     if args.together:
         try:
-            require_distinct(placed)
+            harness.require_distinct(placed)
         except ValueError as error:
             raise SettingsError(f"--together: {error}; got {','.join(map(str, args.depths))}") from None
     settings = run_settings_from(args)
@@ -107,9 +96,9 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     rows = []
     try:
         for n_tokens in args.lengths:
-            text = haystack(engine, texts, n_tokens)
+            text = harness.haystack(engine, texts, n_tokens)
             for found in _measure(engine, text, placed, args, settings, cancel):
-                for row in as_json(found):
+                for row in harness.as_json(found):
                     rows.append({"length": n_tokens, **row})
                     print(
                         json.dumps(rows[-1]), file=sys.stderr, flush=True
@@ -142,15 +131,15 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
 def _measure(engine, text: str, placed, args: argparse.Namespace, settings, cancel: CancelToken):
     """The rows of one haystack, a list at a time as they are measured."""
     if args.together:
-        for answer in ask_needles_together(engine, text, placed, args.mode, settings, cancel):
+        for answer in harness.ask_needles_together(engine, text, placed, args.mode, settings, cancel):
             yield [answer]
         return
     for depth, needle in placed:
-        doc = insert_needle(text, depth, needle)
+        doc = harness.insert_needle(text, depth, needle)
         if args.draft_only:
             yield [
-                draft_keeps_needle(engine, doc, needle, depth, read, settings, cancel)
+                harness.draft_keeps_needle(engine, doc, needle, depth, read, settings, cancel)
                 for read in args.draft_only
             ]
         else:
-            yield ask_needle(engine, doc, needle, depth, args.mode, settings, cancel)
+            yield harness.ask_needle(engine, doc, needle, depth, args.mode, settings, cancel)

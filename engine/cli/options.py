@@ -11,10 +11,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from engine.api.maintenance import resolve_model
 from engine.core.errors import SettingsError
+from engine.core.samples import resolve_sample_path
 from engine.core.setting_schema import Option, describe, options, value_type
 from engine.core.settings import SESSION_ONLY_SETTINGS, ModelSettings, RunSettings, sampling_fields
-from engine.models.resolve import resolve_model
 
 EXIT_USAGE = 2
 
@@ -159,3 +160,9 @@ def int_list(value: str) -> list[int]:
 
 def path_arg(value: str) -> Path:
     return Path(value).expanduser()
+
+
+def doc_arg(value: str) -> Path:
+    """A `--doc` path; one that names a bundled sample code base (`resources/samples/code/toolz`)
+    is its archive, extracted once into the user cache."""
+    return resolve_sample_path(path_arg(value))

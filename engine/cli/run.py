@@ -6,20 +6,20 @@ import argparse
 import json
 import sys
 
+from engine.api import load_document, selection_note
+from engine.api.harness import fit_label, seen_text
 from engine.cli.loading import load_engine
-from engine.cli.options import add_model_options, add_run_options, path_arg, run_settings_from
+from engine.cli.options import add_model_options, add_run_options, doc_arg, run_settings_from
 from engine.core.cancel import CancelToken
 from engine.core.events import Notice, RunFinished, RunResult, StageChanged, TokenGenerated
 from engine.core.settings import RUN_MODES
-from engine.eval.results import fit_label, seen_text, selection_note
-from engine.ingest import load_document
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "run", help="answer a question about a document, with and/or without SpecPrefill"
     )
-    p.add_argument("--doc", type=path_arg, required=True, help="a PDF, a text file or a code folder")
+    p.add_argument("--doc", type=doc_arg, required=True, help="a PDF, a text file or a code folder")
     p.add_argument("--question", required=True, help="the question to answer about the document")
     p.add_argument(
         "--mode",

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.api.maintenance import SHAPES, TIMING_ONLY, ensure_shape_file, shape_by_name
+from engine.api.maintenance import model_defaults as defaults
 from engine.core.cancel import CancelToken
 from engine.core.paths import shapes_dir
-from engine.models import defaults
-from engine.models.shapes import SHAPES, TIMING_ONLY, ensure_shape_file, shape_by_name
 
 
 def add_target_shape_option(parser: argparse.ArgumentParser) -> None:

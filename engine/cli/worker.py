@@ -12,10 +12,10 @@ import signal
 import sys
 import time
 
+from engine.api.maintenance import WorkerProcess
 from engine.core.cancel import CancelToken
 from engine.core.endpoints import DEFAULT_WORKER_PORT, LOOPBACK, Endpoint, is_loopback
 from engine.core.errors import SettingsError
-from engine.llama.rpc.workers import WorkerProcess
 
 NO_AUTH_WARNING = (
     "warning: the RPC protocol has no authentication: anyone who can reach {endpoint} can use "

@@ -60,6 +60,11 @@ def sampling(default: Any, **option: Any) -> Any:
     return setting(default, group=SAMPLING, **option)
 
 
+def gigabytes_setting(default: float, zero_means: str, **option) -> float:
+    """A cache size in GB: any size from 0 (`zero_means` says what 0 turns off) up."""
+    return setting(default, minimum=0.0, maximum=1 << 20, zero_means=zero_means, **option)
+
+
 @dataclass
 class ModelSettings:
     """How to load the target and the draft. None paths mean the default models."""
@@ -123,21 +128,17 @@ class ModelSettings:
     n_batch: int = setting(
         512, minimum=1, maximum=1 << 16, flag="", what="batch size", help="tokens per llama.cpp decode call"
     )
-    state_cache_gb: float = setting(
+    state_cache_gb: float = gigabytes_setting(
         4.0,
-        minimum=0.0,
-        maximum=1 << 20,
-        zero_means="off: never saved or loaded",
+        "off: never saved or loaded",
         what="saved-state cache size",
         label="Saved document states (GB)",
         help="GB of documents' saved prefix states kept in the cache, least recently used evicted first "
         "(0 = off: never saved or loaded)",
     )
-    draft_cache_gb: float = setting(
+    draft_cache_gb: float = gigabytes_setting(
         1.0,
-        minimum=0.0,
-        maximum=1 << 20,
-        zero_means="off: the draft scores every question from scratch",
+        "off: the draft scores every question from scratch",
         what="draft cache size",
         label="Draft cache (GB)",
         help="GB of memory for the draft's keys and values of open documents, so a follow-up SpecPrefill "

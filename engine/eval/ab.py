@@ -15,18 +15,15 @@ typed: they are the keys of the report. A case that fails (its document cannot b
 question alone does not fit...) becomes a case record with
 its error, and the suite goes on. The report is typed (engine.eval.results), with the JSON
 reports have always had, so report.py and the GUI read a saved one as easily as a fresh one.
+Each case's record is built by engine.eval.ab_records, the environment by engine.eval.ab_environment.
 """
 
 from __future__ import annotations
 
 import logging
-import platform
-import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
-from importlib import metadata
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,12 +32,13 @@ from engine.core.errors import SettingsError, SpecPrefillError
 from engine.core.events import RunFinished, RunResult
 from engine.core.setting_schema import describe, option_of
 from engine.core.settings import AUTO_KEEP, RunSettings, greedy
-from engine.eval.metrics import answer_agreement, is_correct, key_point_coverage
-from engine.eval.results import AbReport, CaseRecord, Environment, ModelEntry, RunRecord, Versions, run_label
+from engine.eval.ab_environment import describe_environment
+from engine.eval.ab_records import carried_runs, case_record, failed_case_record, rescored
+from engine.eval.labels import run_label
+from engine.eval.results import AbReport, CaseRecord, Environment
 from engine.eval.suite import Case
 from engine.eval.summary import summarize
 from engine.ingest import Document, load_document
-from engine.models import defaults as models
 from engine.pipeline.session import DocumentSession
 
 if TYPE_CHECKING:
@@ -419,162 +417,3 @@ def estimate_remaining(elapsed_s: float, runs_done: int, runs_total: int) -> flo
     if runs_done == 0:
         return None
     return elapsed_s / runs_done * (runs_total - runs_done)
-
-
-# -- per-case records ---------------------------------------------------------------
-def case_record(case: Case, baseline: RunResult, spec: dict[str, RunResult]) -> CaseRecord:
-    # The whole prompt's tokens: a truncated baseline counts only what was left of it.
-    prompt_tokens = max(result.prompt_tokens for result in [baseline, *spec.values()])
-    return CaseRecord(
-        id=case.id,
-        kind=case.kind,
-        question=case.question,
-        answers=case.answers,
-        doc=str(case.doc),
-        prompt_tokens=prompt_tokens,
-        baseline=run_record(baseline, case.answers, key_points=case.key_points),
-        spec={
-            keep: run_record(result, case.answers, baseline.answer, case.key_points)
-            for keep, result in spec.items()
-        },
-        key_points=case.key_points,
-    )
-
-
-def rescored(case: Case, runs: Mapping[str | None, RunResult], keeps: list[str]) -> CaseRecord:
-    """A finished case's record from its runs (None: the baseline), scored by today's metrics."""
-    return case_record(case, runs[None], {keep: runs[keep] for keep in keeps})
-
-
-def failed_case_record(case: Case, results: dict[str | None, RunResult], error: str) -> CaseRecord:
-    """A case that failed part-way: the runs that finished, and why the next one did not."""
-    baseline = results.get(None)
-    spec = {keep: result for keep, result in results.items() if keep is not None}
-    if baseline is None:
-        return CaseRecord(
-            id=case.id,
-            kind=case.kind,
-            question=case.question,
-            answers=case.answers,
-            doc=str(case.doc),
-            prompt_tokens=None,
-            baseline=None,
-            spec={},
-            error=error,
-            key_points=case.key_points,
-        )
-    return replace(case_record(case, baseline, spec), error=error)
-
-
-def run_record(
-    result: RunResult,
-    answers: Iterable[str] | None,
-    reference: str | None = None,
-    key_points: Sequence[Sequence[str]] | None = None,
-) -> RunRecord:
-    """A run's timings and answer, scored against the expected answers, the baseline's answer and the
-    case's key points."""
-    correct = None if answers is None else is_correct(result.answer, list(answers))
-    agreement = None if reference is None else answer_agreement(reference, result.answer)
-    hit = None if key_points is None else key_point_coverage(result.answer, key_points)
-    return RunRecord(result, correct, agreement, hit)
-
-
-def carried_runs(record: CaseRecord | None, case: Case, keeps: list[str]) -> dict[str | None, RunResult]:
-    """The runs of `case` that a resumed journal's `record` holds, by keep (None: the baseline); none
-    when the record is of a failed case (it runs again) or of the case as the suite stated it before."""
-    if not is_record_of(record, case) or record.baseline is None:
-        return {}
-    return {
-        None: record.baseline.result,
-        **{keep: run.result for keep, run in record.spec.items() if keep in keeps},
-    }
-
-
-def is_record_of(record: CaseRecord | None, case: Case) -> bool:
-    """True when `record` finished `case` as the suite now states it (same question, document and answers)."""
-    return (
-        record is not None
-        and not record.failed
-        and record.question == case.question
-        and record.doc == str(case.doc)
-        and record.answers == case.answers
-        and record.kind == case.kind
-        and record.key_points == case.key_points
-    )
-
-
-# -- environment -------------------------------------------------------------------------
-def describe_environment(
-    engine: Engine, settings: RunSettings, records: list[CaseRecord], *, reuse_cache: bool = False
-) -> Environment:
-    """What produced these numbers: models (with hashes when they are the defaults), runtime, settings."""
-    info = engine.info
-    return Environment(
-        target=_model_entry(info.target_name, info.target_path, models.TARGET),
-        draft=_model_entry(info.draft_name, info.draft_path, models.DRAFT),
-        device=info.device,
-        n_ctx=info.n_ctx,
-        restore_supported=info.positions_supported,
-        positions_requested=settings.positions,
-        positions_used=_positions_used(records),
-        threads=_threads(info),
-        versions=_versions(info),
-        platform=platform.platform(),
-        date=datetime.now(UTC).isoformat(timespec="seconds"),
-        settings=settings_record(settings),
-        reuse_cache=reuse_cache,
-    )
-
-
-def settings_record(settings: RunSettings) -> dict:
-    """The settings every run of a suite shares: all but keep, which each run sets; greedy, as run_suite runs."""
-    return {k: v for k, v in asdict(greedy(settings)).items() if k != "keep"}
-
-
-def _model_entry(name: str, path: Path, default: models.ModelSpec) -> ModelEntry:
-    # Engine.load verifies a default model's hash before use; a custom file is not re-hashed here.
-    is_default = Path(path) == default.path
-    return ModelEntry(
-        name=name, path=str(path), default=is_default, sha256=default.sha256 if is_default else None
-    )
-
-
-def _positions_used(records: list[CaseRecord]) -> str | None:
-    """The mode the SpecPrefill runs placed tokens with; None when every run was bypassed."""
-    modes = sorted(
-        {
-            run.result.positions
-            for record in records
-            for run in record.spec.values()
-            if not run.result.bypassed
-        }
-    )
-    return "+".join(modes) if modes else None
-
-
-def _threads(info) -> int | None:
-    explicit = getattr(info, "n_threads", None)
-    if explicit:
-        return explicit
-    # Engine.load sets torch's thread count to the one it gives llama.cpp; read it only if torch is loaded.
-    torch = sys.modules.get("torch")
-    return torch.get_num_threads() if torch is not None else None
-
-
-def _versions(info) -> Versions:
-    # The CPU path too: results of different CPU variants are not comparable.
-    return Versions(
-        python=platform.python_version(),
-        torch=_package_version("torch"),
-        llama_cpp_python=_package_version("llama-cpp-python"),
-        specprefill=_package_version("specprefill"),
-        cpu_path=getattr(info, "cpu_path", "") or None,
-    )  # test doubles of EngineInfo lack it
-
-
-def _package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None

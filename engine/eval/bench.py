@@ -16,7 +16,7 @@ from engine.core.atomic import write_bytes_atomic
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.events import EngineEvent, RunFinished, RunResult
 from engine.core.settings import RunSettings, greedy
-from engine.eval.results import without_unknown_fit
+from engine.eval.labels import without_unknown_fit
 from engine.pipeline import Engine, EngineInfo
 
 BENCH_QUESTION = "Summarize the main topic of this document in one sentence."

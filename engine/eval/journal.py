@@ -26,7 +26,8 @@ from engine.core.errors import CacheError
 from engine.core.locks import LockHeld, artefact_lock
 from engine.core.paths import cache_dir
 from engine.core.settings import RunSettings
-from engine.eval.ab import AbError, settings_record
+from engine.eval.ab import AbError
+from engine.eval.ab_environment import settings_record
 from engine.eval.results import CaseRecord
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class JournalHeader:
 
     suite: str  # the suite file, resolved
     keeps: tuple[str, ...]
-    settings: dict  # engine.eval.ab.settings_record: every setting but keep
+    settings: dict  # engine.eval.ab_environment.settings_record: every setting but keep
     reuse_cache: bool = False  # `ab --reuse-cache`; journals written before it ran without
 
     def to_json(self) -> dict:

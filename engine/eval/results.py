@@ -11,164 +11,29 @@ its summaries, `reuse_cache` in its environment. Every run carries how its docum
 fit the target's window (`document_tokens`, `fit`, `seen_fraction`); a run recorded before
 reads as one that fit. So a report written before them reads back, and writes out, unchanged.
 A field typed as a number or a flag that holds anything else (text, say) is refused with a
-ReportFieldError naming the case and the field: a report read back is rendered again.
+ReportFieldError (engine.eval.field_checks) naming the case and the field: a report read back is
+rendered again. How runs are labelled and noted is engine.eval.labels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
-from functools import cache
-from types import NoneType, UnionType
-from typing import Union, get_args, get_origin, get_type_hints
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 
-from engine.core.errors import SpecPrefillError
-from engine.core.events import SERVED_BY_LABELS, RunName, RunResult, run_json
-from engine.core.formatting import format_accuracy, format_count, format_percent_short
+from engine.core.events import RunName, RunResult, run_json
+from engine.core.formatting import format_accuracy, format_percent_short
+from engine.eval.field_checks import require_numbers_and_flags
+from engine.eval.labels import (
+    FIT_LABELS,
+    cached_note,
+    fit_note,
+    fit_tally,
+    is_cached,
+    run_label,
+    without_unknown_fit,
+)
 
 ERROR_STATUS = "error"  # a case record's `status` when the case failed; absent when it finished
-BASELINE = "baseline"
-CACHED = "cached"  # how tables and files label the TTFT of a run served from a cache
-# Prefills paid in full: one-shot runs (""), a session's cold full prefill, its SpecPrefill run.
-# Any other served_by (cached_full, saved_state, spec_cached_draft, a later one) came from a cache.
-COLD_SERVED_BY = frozenset({"", "cold_full", "spec"})
-
-
-def run_label(keep: str | None) -> str:
-    """How a run is named in tables and progress: "baseline" or "keep 0.2"."""
-    return BASELINE if keep is None else f"keep {keep}"
-
-
-def is_cached(result: RunResult) -> bool:
-    """True when the run's prefill came from a cache: its TTFT is not a cold one and never joins cold means."""
-    return result.served_by not in COLD_SERVED_BY
-
-
-def cached_note(result: RunResult) -> str:
-    """ "cached: full prefill from the cache" for a cached run, "" for a cold one: a TTFT's label."""
-    if not is_cached(result):
-        return ""
-    return f"{CACHED}: {SERVED_BY_LABELS.get(result.served_by, result.served_by)}"
-
-
-# How a run whose document was longer than the target's window made it fit (RunResult.fit);
-# "fits" has no label: such a run saw the whole document.
-FIT_LABELS = {"truncated": "truncated", "selected": "fit by selection"}
-FIT_FIELDS = ("document_tokens", "fit", "seen_fraction")  # RunResult's fields since #11
-
-
-def seen_text(seen_fraction: float, document_tokens: int = 0) -> str:
-    """ "saw 52% of the document", or with its size "saw 52% of 212,400 document tokens"."""
-    whole = f"{format_count(document_tokens)} document tokens" if document_tokens else "the document"
-    return f"saw {format_percent_short(seen_fraction)} of {whole}"
-
-
-def fit_label(fit: str, seen_fraction: float, document_tokens: int = 0) -> str:
-    """ "truncated: saw 52% of the document", "fit by selection: saw 18% of the document"; "" when it fit."""
-    if fit not in FIT_LABELS:
-        return ""
-    return f"{FIT_LABELS[fit]}: {seen_text(seen_fraction, document_tokens)}"
-
-
-def fit_note(result: RunResult) -> str:
-    """How much of a too-long document the run saw, "" when the document fit: a run's label beside cached_note."""
-    return fit_label(result.fit, result.seen_fraction)
-
-
-def run_notes(result: RunResult) -> list[str]:
-    """What sets a run apart from a plain cold one, for a TTFT's parenthesis: cached, cut or selected, bypassed."""
-    notes = [cached_note(result), fit_note(result), "bypassed" if result.bypassed else ""]
-    return [note for note in notes if note]
-
-
-def selection_note(result: RunResult) -> str:
-    """How the SpecPrefill run chose what it kept, when not by a fixed keep alone:
-    "keep auto chose 12%: the relevant text is concentrated; src/a.py kept first (named in the
-    question); every one of 27 parts covered"."""
-    notes = []
-    if result.keep_reason:
-        notes.append(f"keep auto chose {format_percent_short(result.kept_fraction)}: {result.keep_reason}")
-    if result.focused_parts:
-        notes.append(f"{', '.join(result.focused_parts)} kept first (named in the question)")
-    if result.covered_parts:
-        notes.append(f"every one of {format_count(result.covered_parts, 'part')} covered")
-    return "; ".join(notes)
-
-
-def accuracy_text(s: RunSummary) -> str:
-    """ "90.0% (9/10) [60–98%]": the accuracy, what it counts, its 95% interval; and, where summaries
-    list key points, " · key points 72%"."""
-    text = format_accuracy(s.accuracy, s.n_scored)
-    if s.accuracy is not None and s.accuracy_low is not None and s.accuracy_high is not None:
-        text += f" [{format_percent_short(s.accuracy_low)}–{format_percent_short(s.accuracy_high)}]"
-    if s.key_point_coverage is not None:
-        points = f"key points {format_percent_short(s.key_point_coverage)}"
-        text = points if s.accuracy is None else f"{text} · {points}"
-    return text
-
-
-def fit_tally(results: Sequence[RunResult]) -> str:
-    """ "2 of 3 runs truncated, seeing 52% of the document on average"; "" when every run's document fit."""
-    parts = []
-    for fit, label in FIT_LABELS.items():
-        seen = [r.seen_fraction for r in results if r.fit == fit]
-        if seen:
-            parts.append(
-                f"{len(seen)} of {format_count(len(results), 'run')} {label}, seeing "
-                f"{format_percent_short(sum(seen) / len(seen))} of the document on average"
-            )
-    return "; ".join(parts)
-
-
-def without_unknown_fit(data: dict, document_tokens: int, fields: Sequence[str] = FIT_FIELDS) -> dict:
-    """`data` less the fit fields when they were never measured (document_tokens 0: a record written
-    before long documents were fitted), so an old report writes out as it was read."""
-    if document_tokens:
-        return data
-    return {name: value for name, value in data.items() if name not in fields}
-
-
-class ReportFieldError(SpecPrefillError, TypeError):
-    """A saved report's field holds the wrong kind of value: text, say, where a number or a flag belongs.
-    A TypeError too, so a damaged journal line reads as one."""
-
-
-def require_numbers_and_flags(cls: type, data: dict, where: str) -> None:
-    """Raise ReportFieldError, naming `where` and the field, unless each field of the dataclass `cls` that
-    takes a number or a flag holds one in `data` (or None where the field allows it). A report read back is
-    rendered again, and its numbers go through formatting: text there would reach the page or the CSV."""
-    for name, (kinds, optional) in _number_and_flag_fields(cls).items():
-        if name in data and not _holds(data[name], kinds, optional):
-            raise ReportFieldError(
-                f"{where}: {name} must be {_kind_name(kinds, optional)}, not {data[name]!r:.60}"
-            )
-
-
-@cache
-def _number_and_flag_fields(cls: type) -> dict[str, tuple[frozenset[type], bool]]:
-    """By name, the fields of `cls` typed int, float or bool: the types each takes, and whether it takes None."""
-    hints = get_type_hints(cls)
-    found = {}
-    for f in fields(cls):
-        hint = hints[f.name]
-        members = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
-        kinds = {m for m in members if m is not NoneType}
-        if kinds and kinds <= {int, float, bool}:
-            found[f.name] = (frozenset(kinds | ({int} if float in kinds else set())), NoneType in members)
-    return found
-
-
-def _holds(value, kinds: frozenset[type], optional: bool) -> bool:
-    if value is None:
-        return optional
-    if isinstance(value, bool):  # Python counts a bool as an int; a report never does
-        return bool in kinds
-    return isinstance(value, tuple(kinds))
-
-
-def _kind_name(kinds: frozenset[type], optional: bool) -> str:
-    name = "a number" if float in kinds else "an integer" if int in kinds else "true or false"
-    return f"{name} or null" if optional else name
 
 
 @dataclass(frozen=True)
@@ -337,6 +202,18 @@ class RunSummary:
     def from_json(cls, data: dict, run: RunName, where: str = "summary") -> RunSummary:
         require_numbers_and_flags(cls, data, where)
         return cls(run=run, **data)
+
+
+def accuracy_text(s: RunSummary) -> str:
+    """ "90.0% (9/10) [60–98%]": the accuracy, what it counts, its 95% interval; and, where summaries
+    list key points, " · key points 72%"."""
+    text = format_accuracy(s.accuracy, s.n_scored)
+    if s.accuracy is not None and s.accuracy_low is not None and s.accuracy_high is not None:
+        text += f" [{format_percent_short(s.accuracy_low)}–{format_percent_short(s.accuracy_high)}]"
+    if s.key_point_coverage is not None:
+        points = f"key points {format_percent_short(s.key_point_coverage)}"
+        text = points if s.accuracy is None else f"{text} · {points}"
+    return text
 
 
 @dataclass(frozen=True)

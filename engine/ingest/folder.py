@@ -6,7 +6,7 @@ import errno
 import os
 import stat
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
@@ -168,6 +168,40 @@ class _Ignore:
         return False
 
 
+@dataclass
+class _Tally:
+    """What was left out of the document, and why: its warnings (or the error) are made of it."""
+
+    skipped: Counter[str] = field(default_factory=Counter)  # files, by reason
+    skipped_dirs: Counter[str] = field(default_factory=Counter)  # folders, by reason
+    tool_dirs: list[str] = field(default_factory=list)  # the names of the tool and cache folders
+    rejected_patterns: list[str] = field(default_factory=list)  # .gitignore patterns too costly to match
+    not_utf8: list[str] = field(default_factory=list)  # files decoded with replacement
+    over_count: int = 0  # files not read past the file cap
+    over_bytes: int = 0  # files not read past the total size cap
+    scan_cut: bool = False  # the entry cap stopped the scan
+
+
+@dataclass
+class _Text:
+    """The files read so far: each under its header line, one segment each, a blank line between."""
+
+    parts: list[str] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+    pos: int = 0  # the length of the text so far
+    total_bytes: int = 0  # the files' size on disk
+
+    def add(self, label: str, text: str, n_bytes: int) -> None:
+        self.total_bytes += n_bytes
+        if self.parts:
+            self.parts.append("\n")
+            self.pos += 1
+        chunk = file_header(label) + text
+        self.parts.append(chunk)
+        self.segments.append(Segment(label, "file", self.pos, self.pos + len(chunk)))
+        self.pos += len(chunk)
+
+
 def load_folder(
     path: Path,
     *,
@@ -179,204 +213,218 @@ def load_folder(
     cancel = token(cancel)
     limits = limits or FolderLimits()
     root = Path(path)
+    tally = _Tally()
+    scan = _Scan(root, limits, cancel, tally)
+    candidates = sorted(scan.run(), key=lambda c: c.rel)
+    files = _read_files(candidates, limits, cancel, progress, tally)
+    if not files.segments:
+        raise _nothing_readable(root, scan.n_entries, limits, tally)
+    text, warnings = "".join(files.parts), _warnings(limits, tally)
+    return Document(path=root, kind="folder", text=text, segments=files.segments, warnings=warnings)
 
-    skipped: Counter[str] = Counter()
-    skipped_dirs: Counter[str] = Counter()
-    tool_dirs: list[str] = []
-    rejected_patterns: list[str] = []
-    candidates, n_entries, scan_cut = _scan(
-        root, limits, cancel, skipped, skipped_dirs, tool_dirs, rejected_patterns
-    )
-    candidates.sort(key=lambda c: c.rel)
 
-    parts: list[str] = []
-    segments: list[Segment] = []
-    not_utf8: list[str] = []
-    pos = 0
-    total_bytes = 0
-    over_count = over_bytes = 0
+def _read_files(
+    candidates: list[_Candidate],
+    limits: FolderLimits,
+    cancel: CancelToken,
+    progress: Progress | None,
+    tally: _Tally,
+) -> _Text:
+    """The candidates' text in their order, up to the file and total size caps; the rest is tallied."""
+    text = _Text()
     for i, cand in enumerate(candidates):
         cancel.raise_if_cancelled()
         if progress is not None:
             progress(i + 1, len(candidates), cand.label)
-        if len(segments) >= limits.max_files:
-            over_count += 1
+        if len(text.segments) >= limits.max_files:
+            tally.over_count += 1
             continue
-        if over_bytes or total_bytes + cand.size > limits.max_total_bytes:
-            over_bytes += 1
+        if tally.over_bytes or text.total_bytes + cand.size > limits.max_total_bytes:
+            tally.over_bytes += 1
             continue
         try:
-            data = _read_regular_file(cand.abs, limits.max_file_bytes + 1)
+            n_bytes, file_text = _file_text(cand, limits.max_file_bytes, tally)
         except _Skipped as skip:
-            skipped[skip.reason] += 1
+            tally.skipped[skip.reason] += 1
             continue
-        if len(data) > limits.max_file_bytes:  # it grew since the scan
-            skipped[R_TOO_BIG] += 1
-            continue
-        if looks_binary(data[:SNIFF_BYTES]):
-            skipped[R_BINARY] += 1
-            continue
-        text, clean = decode_bytes(data)
-        text = clean_text(text)
-        if not text.strip():
-            skipped[R_EMPTY] += 1
-            continue
-        if not clean:
-            not_utf8.append(cand.label)
-        if not text.endswith("\n"):
-            text += "\n"
-        total_bytes += len(data)
-        if parts:
-            parts.append("\n")
-            pos += 1
-        chunk = file_header(cand.label) + text
-        parts.append(chunk)
-        segments.append(Segment(cand.label, "file", pos, pos + len(chunk)))
-        pos += len(chunk)
+        text.add(cand.label, file_text, n_bytes)
+    return text
 
-    if not segments:
-        if n_entries == 0:
-            raise IngestError(f"{root} is an empty folder")
-        why = "; ".join(
-            filter(
-                None,
-                [
-                    skipped and f"{sum(skipped.values())} file(s): {_reasons(skipped)}",
-                    skipped_dirs and f"{sum(skipped_dirs.values())} folder(s): {_reasons(skipped_dirs)}",
-                    over_bytes and f"{over_bytes} file(s) over the total size cap",
-                ],
-            )
-        )
-        raise IngestError(
-            f"{root} holds no readable text files"
-            + (f" (skipped: {why})" if why else "")
-            + (f"; scanning stopped after {limits.max_entries} entries" if scan_cut else "")
-        )
 
-    warnings: list[str] = []
-    if scan_cut:
+def _file_text(cand: _Candidate, max_bytes: int, tally: _Tally) -> tuple[int, str]:
+    """The file's size and its text, ending with a newline; raises _Skipped for a file not to read
+    (one not valid UTF-8 is read with replacement, and tallied)."""
+    data = _read_regular_file(cand.abs, max_bytes + 1)
+    if len(data) > max_bytes:  # it grew since the scan
+        raise _Skipped(R_TOO_BIG)
+    if looks_binary(data[:SNIFF_BYTES]):
+        raise _Skipped(R_BINARY)
+    text, clean = decode_bytes(data)
+    text = clean_text(text)
+    if not text.strip():
+        raise _Skipped(R_EMPTY)
+    if not clean:
+        tally.not_utf8.append(cand.label)
+    return len(data), text if text.endswith("\n") else text + "\n"
+
+
+def _nothing_readable(root: Path, n_entries: int, limits: FolderLimits, tally: _Tally) -> IngestError:
+    """The error for a folder that gave no text: empty, or why each thing in it was left out."""
+    if n_entries == 0:
+        return IngestError(f"{root} is an empty folder")
+    skipped, skipped_dirs = tally.skipped, tally.skipped_dirs
+    why = "; ".join(
+        filter(
+            None,
+            [
+                skipped and f"{sum(skipped.values())} file(s): {_reasons(skipped)}",
+                skipped_dirs and f"{sum(skipped_dirs.values())} folder(s): {_reasons(skipped_dirs)}",
+                tally.over_bytes and f"{tally.over_bytes} file(s) over the total size cap",
+            ],
+        )
+    )
+    return IngestError(
+        f"{root} holds no readable text files"
+        + (f" (skipped: {why})" if why else "")
+        + (f"; scanning stopped after {limits.max_entries} entries" if tally.scan_cut else "")
+    )
+
+
+def _warnings(limits: FolderLimits, tally: _Tally) -> list[str]:
+    """A line for each cap that left files out, the files and folders skipped, the files not valid
+    UTF-8 and the .gitignore patterns not applied."""
+    t, warnings = tally, []
+    if t.scan_cut:
         warnings.append(
             f"stopped scanning after {limits.max_entries} entries; the rest of the folder was not looked at"
         )
-    if over_count:
+    if t.over_count:
         warnings.append(
-            f"file cap reached: {over_count} more file(s) were not read (limit {limits.max_files} files)"
+            f"file cap reached: {t.over_count} more file(s) were not read (limit {limits.max_files} files)"
         )
-    if over_bytes:
+    if t.over_bytes:
         warnings.append(
-            f"size cap reached: {over_bytes} more file(s) were not read "
+            f"size cap reached: {t.over_bytes} more file(s) were not read "
             f"(limit {human_bytes(limits.max_total_bytes)} in all)"
         )
-    if skipped:
-        n = sum(skipped.values())
-        text_reasons = _reasons(skipped).replace(
-            R_TOO_BIG, f"over the per-file cap of {human_bytes(limits.max_file_bytes)}"
-        )
-        warnings.append(f"skipped {n} file(s): {text_reasons}")
-    if skipped_dirs:
-        n = sum(skipped_dirs.values())
-        dir_reasons = _reasons(skipped_dirs).replace(
-            R_TOOL_DIR, f"{R_TOOL_DIR} ({name_list(sorted(set(tool_dirs)))})"
-        )
-        warnings.append(f"skipped {n} folder(s): {dir_reasons}")
-    if not_utf8:
+    if t.skipped:
+        too_big = f"over the per-file cap of {human_bytes(limits.max_file_bytes)}"
+        reasons = _reasons(t.skipped).replace(R_TOO_BIG, too_big)
+        warnings.append(f"skipped {sum(t.skipped.values())} file(s): {reasons}")
+    if t.skipped_dirs:
+        tools = f"{R_TOOL_DIR} ({name_list(sorted(set(t.tool_dirs)))})"
+        reasons = _reasons(t.skipped_dirs).replace(R_TOOL_DIR, tools)
+        warnings.append(f"skipped {sum(t.skipped_dirs.values())} folder(s): {reasons}")
+    if t.not_utf8:
         warnings.append(
-            f"{len(not_utf8)} file(s) not valid UTF-8, decoded with replacement: {name_list(not_utf8)}"
+            f"{len(t.not_utf8)} file(s) not valid UTF-8, decoded with replacement: {name_list(t.not_utf8)}"
         )
-    if rejected_patterns:
+    if t.rejected_patterns:
         warnings.append(
-            f"{len(rejected_patterns)} .gitignore pattern(s) not applied, too many wildcards to match "
-            f"in bounded time: {name_list(rejected_patterns)}"
+            f"{len(t.rejected_patterns)} .gitignore pattern(s) not applied, too many wildcards to match "
+            f"in bounded time: {name_list(t.rejected_patterns)}"
         )
-    return Document(path=root, kind="folder", text="".join(parts), segments=segments, warnings=warnings)
+    return warnings
 
 
 def _reasons(counter: Counter[str]) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _scan(
-    root: Path,
-    limits: FolderLimits,
-    cancel: CancelToken,
-    skipped: Counter[str],
-    skipped_dirs: Counter[str],
-    tool_dirs: list[str],
-    rejected_patterns: list[str],
-) -> tuple[list[_Candidate], int, bool]:
-    """Walk the folder without following symlinks. Returns candidates, entries seen, cut."""
-    candidates: list[_Candidate] = []
-    n_entries = 0
-    stack: list[tuple[Path, str, _Ignore]] = [(root, "", _Ignore())]
-    while stack:
-        cancel.raise_if_cancelled()
-        dir_abs, dir_rel, ignore = stack.pop()
-        try:
-            with os.scandir(dir_abs) as it:
-                entries = sorted(
-                    islice(it, _listing_cap(limits.max_entries - n_entries)), key=lambda e: e.name
-                )
-        except PermissionError as e:
-            if not dir_rel:
-                raise IngestError(f"cannot read {root}: permission denied") from e
-            skipped_dirs[R_UNREADABLE] += 1
-            continue
-        except OSError as e:
-            if not dir_rel:
-                raise IngestError(f"cannot read {root}: {e.strerror or e}") from e
-            skipped_dirs[R_UNREADABLE] += 1
-            continue
+_Folder = tuple[Path, str, _Ignore]  # a folder to walk: its path, its name relative to the root, its rules
 
-        for entry in entries:
-            if entry.name == ".gitignore" and _is_plain_file(entry):
-                ignore = ignore.with_file(dir_rel, Path(entry.path), rejected_patterns)
-                break
 
-        subdirs: list[tuple[Path, str, _Ignore]] = []
+class _Scan:
+    """One walk of the folder, without following symlinks: the files to read, the entries seen
+    (`n_entries`), and in the tally what was left out and whether the entry cap cut the walk."""
+
+    def __init__(self, root: Path, limits: FolderLimits, cancel: CancelToken, tally: _Tally) -> None:
+        self.root, self.limits, self.cancel, self.tally = root, limits, cancel, tally
+        self.candidates: list[_Candidate] = []
+        self.n_entries = 0
+
+    def run(self) -> list[_Candidate]:
+        stack: list[_Folder] = [(self.root, "", _Ignore())]
+        while stack and not self.tally.scan_cut:
+            self.cancel.raise_if_cancelled()
+            stack.extend(reversed(self._walk_one(*stack.pop())))
+        return self.candidates
+
+    def _walk_one(self, dir_abs: Path, dir_rel: str, ignore: _Ignore) -> list[_Folder]:
+        """Each entry of one folder becomes a candidate, a tallied skip or a folder to walk (returned)."""
+        entries = self._listing(dir_abs, dir_rel)
+        ignore = self._with_gitignore(entries, dir_rel, ignore)
+        subdirs: list[_Folder] = []
         for entry in entries:
-            n_entries += 1
-            if n_entries > limits.max_entries:
-                return candidates, n_entries - 1, True
+            self.n_entries += 1
+            if self.n_entries > self.limits.max_entries:
+                self.n_entries -= 1
+                self.tally.scan_cut = True
+                return []
             rel = f"{dir_rel}/{entry.name}" if dir_rel else entry.name
             try:
                 if entry.is_symlink():
-                    if _is_dir_target(entry):
-                        skipped_dirs[R_SYMLINK] += 1
-                    else:
-                        skipped[R_SYMLINK] += 1
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name in SKIP_DIRS:
-                        skipped_dirs[R_TOOL_DIR] += 1
-                        tool_dirs.append(entry.name)
-                    elif ignore.ignored(rel, is_dir=True):
-                        skipped_dirs[R_IGNORED] += 1
-                    elif os.path.isfile(os.path.join(entry.path, "pyvenv.cfg")):
-                        skipped_dirs[R_VENV] += 1
-                    else:
-                        subdirs.append((Path(entry.path), rel, ignore))
-                    continue
-                if not entry.is_file(follow_symlinks=False):
-                    skipped[R_SPECIAL] += 1
-                    continue
-                if ignore.ignored(rel, is_dir=False):
-                    skipped[R_IGNORED] += 1
-                    continue
-                if has_binary_extension(entry.name):
-                    skipped[R_BINARY] += 1
-                    continue
-                size = entry.stat(follow_symlinks=False).st_size
+                    counter = self.tally.skipped_dirs if _is_dir_target(entry) else self.tally.skipped
+                    counter[R_SYMLINK] += 1
+                elif entry.is_dir(follow_symlinks=False):
+                    subdirs += self._folder_to_walk(entry, rel, ignore)
+                else:
+                    self._take_file(entry, rel, ignore)
             except OSError:
-                skipped[R_UNREADABLE] += 1
-                continue
+                self.tally.skipped[R_UNREADABLE] += 1
+        return subdirs
+
+    def _listing(self, dir_abs: Path, dir_rel: str) -> list[os.DirEntry]:
+        """The folder's entries by name; none for an unreadable subfolder (tallied). The root unreadable
+        is an IngestError."""
+        try:
+            with os.scandir(dir_abs) as it:
+                listed = islice(it, _listing_cap(self.limits.max_entries - self.n_entries))
+                return sorted(listed, key=lambda e: e.name)
+        except OSError as e:
+            if not dir_rel:
+                why = "permission denied" if isinstance(e, PermissionError) else e.strerror or e
+                raise IngestError(f"cannot read {self.root}: {why}") from e
+            self.tally.skipped_dirs[R_UNREADABLE] += 1
+            return []
+
+    def _with_gitignore(self, entries: list[os.DirEntry], dir_rel: str, ignore: _Ignore) -> _Ignore:
+        """The rules for this folder: the parent's, and its own .gitignore's when it has one."""
+        for entry in entries:
+            if entry.name == ".gitignore" and _is_plain_file(entry):
+                return ignore.with_file(dir_rel, Path(entry.path), self.tally.rejected_patterns)
+        return ignore
+
+    def _folder_to_walk(self, entry: os.DirEntry, rel: str, ignore: _Ignore) -> list[_Folder]:
+        """The subfolder to walk, or none when it is a tool folder, ignored or a virtual environment."""
+        if entry.name in SKIP_DIRS:
+            self.tally.skipped_dirs[R_TOOL_DIR] += 1
+            self.tally.tool_dirs.append(entry.name)
+        elif ignore.ignored(rel, is_dir=True):
+            self.tally.skipped_dirs[R_IGNORED] += 1
+        elif os.path.isfile(os.path.join(entry.path, "pyvenv.cfg")):
+            self.tally.skipped_dirs[R_VENV] += 1
+        else:
+            return [(Path(entry.path), rel, ignore)]
+        return []
+
+    def _take_file(self, entry: os.DirEntry, rel: str, ignore: _Ignore) -> None:
+        """A file to read becomes a candidate; any other entry is tallied with the reason it is not."""
+        skipped = self.tally.skipped
+        if not entry.is_file(follow_symlinks=False):
+            skipped[R_SPECIAL] += 1
+        elif ignore.ignored(rel, is_dir=False):
+            skipped[R_IGNORED] += 1
+        elif has_binary_extension(entry.name):
+            skipped[R_BINARY] += 1
+        else:
+            size = entry.stat(follow_symlinks=False).st_size
             if size == 0:
                 skipped[R_EMPTY] += 1
-            elif size > limits.max_file_bytes:
+            elif size > self.limits.max_file_bytes:
                 skipped[R_TOO_BIG] += 1
             else:
-                candidates.append(_Candidate(rel, Path(entry.path), size))
-        stack.extend(reversed(subdirs))
-    return candidates, n_entries, False
+                self.candidates.append(_Candidate(rel, Path(entry.path), size))
 
 
 def _listing_cap(entries_left: int) -> int:

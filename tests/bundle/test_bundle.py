@@ -25,8 +25,9 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtGui import QImage
 
-from desktop.screenshot import EXIT_OK, EXIT_UI_ERROR
-from desktop.settings_store import APPLICATION, ORGANIZATION, RunPreferences, SettingsStore
+from desktop.model.preferences import RunPreferences
+from desktop.sessions.settings_store import APPLICATION, ORGANIZATION, SettingsStore
+from desktop.window.screenshot import EXIT_OK, EXIT_UI_ERROR
 from engine.api import app_version
 from engine.models import defaults
 

@@ -12,9 +12,10 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from desktop.app import load_real_document, load_real_engine
-from desktop.main_window import MainWindow
-from desktop.run_pane import NOT_YET
-from desktop.settings_store import RunPreferences, SettingsStore
+from desktop.model.preferences import RunPreferences
+from desktop.sessions.settings_store import SettingsStore
+from desktop.widgets.run_pane import NOT_YET
+from desktop.window.main_window import MainWindow
 from engine.api import ModelSettings
 
 pytestmark = pytest.mark.real_models

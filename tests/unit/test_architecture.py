@@ -15,6 +15,7 @@ CONTRACTS = (
     "The engine is layered",
     "The draft and the llama.cpp runtime never import each other",
     "The app uses the engine's public API only",
+    "The CLI uses the engine's API",
     "The engine has no import cycles between its packages",
 )
 

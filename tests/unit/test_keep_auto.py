@@ -27,7 +27,7 @@ from engine.core.settings import (
 from engine.draft.keep_policy import choose_keep, is_broad_question, is_joined_question, score_spread
 from engine.draft.selection import chunk_parts, coverage_picks, select_chunks
 from engine.eval.ab import AbError, parse_keeps
-from engine.eval.results import selection_note
+from engine.eval.labels import selection_note
 from engine.ingest.document import Document, Segment
 from engine.llama.prompt import PreparedPrompt, PromptParts
 from engine.pipeline.selection_plan import plan_request_selection, segment_token_parts

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from engine.core.events import Notice, RunFinished, RunResult, SelectionMade
 from engine.core.settings import RunSettings
 from engine.draft.selection import select_chunks
-from engine.eval.results import selection_note
+from engine.eval.labels import selection_note
 from engine.ingest.document import Document, Segment
 from engine.ingest.folder import file_header
 from engine.pipeline.named_files import file_names, named_files

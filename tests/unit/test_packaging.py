@@ -41,7 +41,7 @@ TIMEOUT_S = 120
 # Run by the installed interpreter: where each resource is read from, through the helper.
 RESOURCE_PROBE = """
 import json
-from engine.core import resources
+from engine.core import resources, samples
 from engine.eval.suite import load_suite
 cases = load_suite(resources.dev_suite_path())
 print(json.dumps({
@@ -52,6 +52,7 @@ print(json.dumps({
     "docs": sorted({str(case.doc) for case in cases}),
     "missing_docs": sorted({str(case.doc) for case in cases if not case.doc.exists()}),
     "desktop_file": str(resources.desktop_file_path()),
+    "samples": str(samples.samples_folder()),
     "icons": [str(path) for path in resources.icon_paths() if path.is_file()],
 }))
 """
@@ -161,6 +162,15 @@ def test_the_wheel_carries_the_calibration_sample_dev_suite_desktop_file_and_ico
     assert expected <= names
 
 
+def test_the_wheel_carries_the_sample_code_archives_and_their_manifest(wheel):
+    names = wheel_names(wheel)
+    code = REPO / "resources" / "samples" / "code"
+    manifest = json.loads((code / "samples.json").read_text())
+    expected = {shipped("samples", "code", name) for name in ["samples.json", *manifest["archives"]]}
+    assert expected <= names
+    assert not [n for n in names if n.startswith(shipped("samples", "code")) and n.endswith(".py")]
+
+
 def test_the_wheel_carries_every_package_under_engine_and_desktop(wheel):
     names = wheel_names(wheel)
     packages = {
@@ -199,11 +209,18 @@ def test_the_installed_resources_are_read_from_the_installed_package(installed):
         found["helper"],
         found["suite"],
         found["desktop_file"],
-        *found["docs"],
+        found["samples"],
         *found["icons"],
     ]
     assert all(Path(path).is_relative_to(installed.site_packages) for path in paths), paths
-    assert not any(Path(path).is_relative_to(REPO) for path in paths), paths
+    # a sample code base (toolz-core) is extracted from the installed archive into the user cache
+    sample_cache = installed.workdir / "cache" / "specprefill" / "samples"
+    assert all(
+        Path(doc).is_relative_to(installed.site_packages) or Path(doc).is_relative_to(sample_cache)
+        for doc in found["docs"]
+    ), found["docs"]
+    assert any(Path(doc).is_relative_to(sample_cache) for doc in found["docs"]), found["docs"]
+    assert not any(Path(path).is_relative_to(REPO) for path in [*paths, *found["docs"]]), paths
     assert found["calibration_chars"] > 10_000
     assert found["docs"] and found["missing_docs"] == []
     assert len(found["icons"]) == len(ICON_SIZES) + 1

@@ -11,7 +11,8 @@ from engine.cli.options import run_settings_from
 from engine.core.errors import SettingsError
 from engine.core.setting_schema import options
 from engine.core.settings import RunSettings, greedy, sampling_fields
-from engine.eval.ab import run_suite, settings_record
+from engine.eval.ab import run_suite
+from engine.eval.ab_environment import settings_record
 from engine.eval.bench import bench_settings
 from engine.eval.suite import load_suite
 from engine.llama.native import LlamaContext, LlamaModel

@@ -25,7 +25,7 @@ from engine.core.events import RunFinished, RunResult, StageChanged
 from engine.core.formatting import format_duration
 from engine.core.settings import RunSettings
 from engine.eval import ab as ab_runner
-from engine.eval import report as report_module
+from engine.eval import plots as plots_module
 from engine.eval.ab import (
     AbCaseDone,
     AbError,
@@ -36,8 +36,8 @@ from engine.eval.ab import (
     parse_keeps,
     run_suite,
     run_suite_report,
-    settings_record,
 )
+from engine.eval.ab_environment import settings_record
 from engine.eval.journal import JournalHeader, append_case, read_journal, start_journal
 from engine.eval.report import render_csv, render_html, write_csv
 from engine.eval.results import AbReport
@@ -497,9 +497,9 @@ def test_ab_command_with_keep_auto_first_writes_its_report(suite_path, tmp_path,
 def test_plots_put_keep_auto_at_the_share_it_kept(suite_path, monkeypatch):
     report = run_suite_report(FakeEngine(), load_suite(suite_path), [*KEEPS, "auto"], RunSettings())
     drawn = []
-    monkeypatch.setattr(report_module, "_finish", lambda fig, ax, keeps: drawn.append(ax) or "")
-    report_module.quality_plot_png(report.summary)
-    report_module.ttft_plot_png(report.summary)
+    monkeypatch.setattr(plots_module, "_finish", lambda fig, ax, keeps: drawn.append(ax) or "")
+    plots_module.quality_plot_png(report.summary)
+    plots_module.ttft_plot_png(report.summary)
     for ax in drawn:
         stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
         assert stars and all(list(line.get_xdata()) == [AUTO_KEPT] for line in stars)

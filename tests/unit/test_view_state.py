@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop.view_state import (
+from desktop.model.view_state import (
     BUSY_AB,
     BUSY_CALIBRATION,
     BUSY_LOADING_MODELS,
@@ -28,7 +28,7 @@ from desktop.view_state import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-VIEW_STATE = ROOT / "desktop" / "view_state.py"
+VIEW_STATE = ROOT / "desktop" / "model" / "view_state.py"
 
 IDLE = ViewState(engine_ready=True)  # models loaded, nothing open
 OPEN = replace(IDLE, document_loaded=True, thread_open=True)  # a document open, no question yet
@@ -164,7 +164,7 @@ def test_view_state_imports_nothing_from_qt_or_the_rest_of_the_app():
 
 def test_importing_view_state_loads_no_qt_module():
     code = (
-        "import sys, desktop.view_state\n"
+        "import sys, desktop.model.view_state\n"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(QT_ROOTS)!r}))\n"
     )
     done = subprocess.run(

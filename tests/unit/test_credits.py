@@ -5,14 +5,14 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from engine.core.notices import APP, NOTICES
+from engine.core.credits import APP, CREDITS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_third_party_md_lists_every_notice_with_its_licence_and_origin():
     text = (REPO / "THIRD_PARTY.md").read_text()
-    missing = [n.name for n in NOTICES[1:] if f"| {n.name} | {n.licence} | {n.origin} |" not in text]
+    missing = [n.name for n in CREDITS[1:] if f"| {n.name} | {n.licence} | {n.origin} |" not in text]
     assert missing == []
 
 

@@ -3,6 +3,10 @@
 The app imports this module only, never the engine's internals (an import-linter contract
 checks it). It is cheap to import: the model runtimes (torch, transformers, llama.cpp) load
 on the first call of `load_engine` or `prepare_models`, not at the app's start.
+
+The command line uses this API too, and what only its verbs need is in two submodules this
+package does not import: engine.api.harness (A/B journals, benchmarks, needles, calibration's
+options) and engine.api.maintenance (models, saved states, diagnostics, RPC workers).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import TYPE_CHECKING
 from engine.core.about import APP_NAME, app_version
 from engine.core.atomic import write_bytes_atomic, write_text_atomic
 from engine.core.cancel import NEVER, CancelToken
+from engine.core.credits import CREDITS
 from engine.core.endpoints import (
     DEFAULT_WORKER_PORT,
     Endpoint,
@@ -44,7 +49,7 @@ from engine.core.events import (
     BackgroundProgress,
     CompareResult,
     EngineEvent,
-    Notice,  # the engine's event; the licence notices are NOTICES
+    Notice,  # the engine's event; the licences are CREDITS
     Progress,
     ReadAheadEnded,
     ReadAheadEvent,
@@ -71,7 +76,6 @@ from engine.core.formatting import (
     format_ratio,
     format_seconds,
 )
-from engine.core.notices import NOTICES
 from engine.core.resources import icon_paths
 from engine.core.setting_schema import Option, describe, option_of, options, validate, value_type
 from engine.core.settings import (
@@ -94,23 +98,14 @@ from engine.eval.ab import (
     AbProgress,
     AbRunDone,
     parse_keeps,
-    run_label,
-    run_record,
     run_suite,
 )
+from engine.eval.ab_records import run_record
+from engine.eval.labels import fit_note, run_label, run_notes, selection_note
 from engine.eval.metrics import answer_agreement
-from engine.eval.report import quality_plot_png, render_html, ttft_plot_png, write_csv
-from engine.eval.results import (
-    AbReport,
-    CaseRecord,
-    GroupSummary,
-    RunRecord,
-    RunSummary,
-    Summary,
-    fit_note,
-    run_notes,
-    selection_note,
-)
+from engine.eval.plots import quality_plot_png, ttft_plot_png
+from engine.eval.report import render_html, write_csv
+from engine.eval.results import AbReport, CaseRecord, GroupSummary, RunRecord, RunSummary, Summary
 from engine.eval.suite import DEFAULT_KIND, Case, SuiteError, load_suite, parse_suite
 from engine.ingest import load_document
 from engine.ingest.document import Document
@@ -123,6 +118,7 @@ from engine.models.gguf_header import GGUFHeaderError
 from engine.models.gguf_header import read_header as read_gguf_header
 from engine.models.identity import content_identity
 from engine.models.untrusted import printable
+from engine.pipeline.background_thread import BackgroundThread, background_work
 from engine.pipeline.kept_positions import GAPPED as GAPPED_POSITIONS
 from engine.pipeline.model_choice import DraftChoice, PairPlan, plan_pair
 from engine.pipeline.model_choice import usable as usable_models
@@ -135,7 +131,7 @@ if TYPE_CHECKING:
 __all__ = [
     "APP_NAME",
     "app_version",
-    "NOTICES",
+    "CREDITS",
     "Notice",
     "icon_paths",
     "AbError",
@@ -261,6 +257,8 @@ __all__ = [
     "ReadAheadEnded",
     "ReadAheadEvent",
     "ReadAheadProgress",
+    "BackgroundThread",
+    "background_work",
 ]
 
 
