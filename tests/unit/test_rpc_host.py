@@ -109,6 +109,22 @@ def test_a_host_that_dies_mid_prefill_ends_the_run_and_the_next_run_restarts_it(
     assert remote.context.generation != generation  # the old KV cache is gone, and nobody may think otherwise
 
 
+def test_a_host_that_died_between_two_batches_ends_the_run_rather_than_filling_an_empty_cache(remote):
+    """The host is dead before the next batch is sent: the call starts a new host, whose context is
+    empty, so the run must end; continuing would prefill the rest onto nothing."""
+    tokens, positions = tokens_of(remote, 64)
+    expected = remote.prefill(tokens, positions)
+    host = remote.model.host._proc
+    steps = remote.iter_prefill(tokens, positions)
+    next(steps)
+    host.kill()
+    host.wait()  # dead for sure before the next batch: no race with the kill
+    with pytest.raises(WorkerLostError, match="host process stopped between two calls"):
+        for _ in steps:
+            pass
+    np.testing.assert_array_equal(remote.prefill(tokens, positions), expected)
+
+
 def test_a_worker_nobody_listens_on_is_named_before_anything_starts(free_port):
     endpoint = Endpoint("127.0.0.1", free_port)
     with pytest.raises(Exception, match=f"RPC worker 127.0.0.1:{free_port} refused the connection"):

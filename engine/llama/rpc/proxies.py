@@ -310,10 +310,23 @@ class RemoteContext:
         return self._call("load_sequence", path, capacity)
 
     def decode(self, tokens: np.ndarray, positions: np.ndarray, want_logits: bool) -> int:
-        return self._call("decode", tokens, positions, want_logits, cancel=self.cancel)
+        return self._on_this_cache("decode", tokens, positions, want_logits, cancel=self.cancel)
 
     def last_logits(self) -> np.ndarray:
-        return self._call("last_logits")
+        return self._on_this_cache("last_logits")
+
+    def _on_this_cache(self, name: str, *args, cancel: CancelToken = NEVER):
+        """A call that builds on what the KV cache holds. A host that died since the last call is
+        started again with empty contexts (new generations): the call then ran on an empty cache,
+        and the run that filled the old one is ended rather than continued on a wrong cache."""
+        generation = self.generation
+        value = self._call(name, *args, cancel=cancel)
+        if self.generation != generation:
+            raise WorkerLostError(
+                f"the target's host process stopped between two calls of a run ({name}): its KV cache "
+                "went with it, so the run was ended; the next run starts afresh"
+            )
+        return value
 
 
 def open_remote_target(spec: HostSpec, endpoints: tuple[Endpoint, ...], timeout: float) -> RemoteModel:
