@@ -68,12 +68,13 @@ docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 test: setup lint lint-imports
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider --durations=20
 
-# The unit tests on tiny fixtures, without the ones that start processes: under 2 minutes, for a
-# quick check while working. `make test` (all of them) is what CI runs.
+# The unit tests on tiny fixtures, without the ones that start processes, on two cores (pytest-xdist):
+# under 2 minutes, for a quick check while working. `make test` (all of them, one at a time, the
+# 20 slowest named at the end) is what CI runs.
 test-fast: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest tests/unit -q -p no:cacheprovider -m "not slow and not real_models and not bundle"
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest tests/unit -q -p no:cacheprovider -n 2 -m "not slow and not real_models and not bundle"
 
 # On a machine with a CUDA GPU, after `make setup GPU=cuda`: under 8 minutes, one result file,
 # gpu-check-out/gpu-check.json, or under $OUT (docs/cpus-gpus.md#gpu).
