@@ -67,12 +67,14 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
+# Two passes: the tests on tiny fixtures on both cores (pytest-xdist), then the ones on the real
+# models and the bundle one at a time (each takes both cores); each names its 20 slowest.
 test: setup lint lint-imports
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider --durations=20
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not real_models and not bundle" --durations=20
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -m "real_models or bundle" --durations=20
 
 # The unit tests on tiny fixtures, without the ones that start processes, on two cores (pytest-xdist):
-# under 2 minutes, for a quick check while working. `make test` (all of them, one at a time, the
-# 20 slowest named at the end) is what CI runs.
+# under 2 minutes, for a quick check while working. `make test` (all of them) is what CI runs.
 test-fast: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest tests/unit -q -p no:cacheprovider -n 2 -m "not slow and not real_models and not bundle"
 

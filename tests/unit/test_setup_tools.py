@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -454,3 +455,13 @@ def test_make_passes_the_gpu_choice_to_every_setup_step():
         ["make", "-n", "setup", "GPU=rocm"], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert bad.returncode != 0 and "use GPU=cpu" in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_test_runs_every_test_in_one_of_its_two_passes():
+    """The tiny-fixture pass on both cores and the real-model pass one at a time: complementary marks."""
+    result = subprocess.run(["make", "-n", "test"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    passes = re.findall(r'-m pytest [^\n]*-m "([^"]+)"', result.stdout)
+    assert passes == ["not real_models and not bundle", "real_models or bundle"]
+    assert "-n 2" in result.stdout.split(passes[0])[0].splitlines()[-1]
