@@ -17,16 +17,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from engine.api import BackgroundThread, CancelToken, SpecPrefillError
+from engine.api import BackgroundThread, BackgroundWork, CancelToken, SpecPrefillError
 
 log = logging.getLogger(__name__)
-
-BackgroundWork = Callable[[CancelToken], Iterator[object]]  # engine.api.background_work builds one
 
 
 @dataclass(eq=False)

@@ -28,9 +28,9 @@ from typing import Any, Protocol
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from desktop.model.prediction import Prediction
-from desktop.sessions.background_lane import BackgroundJob, BackgroundLane, BackgroundWork
+from desktop.sessions.background_lane import BackgroundJob, BackgroundLane
 from desktop.sessions.worker import Worker, WorkerContext, make_pool
-from engine.api import Cancelled, CancelToken, ModelSettings, RunSettings, nominal_keep
+from engine.api import BackgroundWork, Cancelled, CancelToken, ModelSettings, RunSettings, nominal_keep
 
 log = logging.getLogger(__name__)
 

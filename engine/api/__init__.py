@@ -118,7 +118,7 @@ from engine.models.gguf_header import GGUFHeaderError
 from engine.models.gguf_header import read_header as read_gguf_header
 from engine.models.identity import content_identity
 from engine.models.untrusted import printable
-from engine.pipeline.background_thread import BackgroundThread, background_work
+from engine.pipeline.background_thread import BackgroundThread, BackgroundWork, background_work
 from engine.pipeline.kept_positions import GAPPED as GAPPED_POSITIONS
 from engine.pipeline.model_choice import DraftChoice, PairPlan, plan_pair
 from engine.pipeline.model_choice import usable as usable_models
@@ -258,6 +258,7 @@ __all__ = [
     "ReadAheadEvent",
     "ReadAheadProgress",
     "BackgroundThread",
+    "BackgroundWork",
     "background_work",
 ]
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from engine.core.errors import SpecPrefillError
+from engine.core.hashing import sha256_file
 from engine.core.locks import artefact_lock, cache_writes
 from engine.core.paths import cache_dir
 from engine.core.private import private_dir
@@ -162,16 +163,12 @@ def _read_manifest(folder: Path) -> dict:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     try:
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+        return sha256_file(path)
     except FileNotFoundError as e:
         raise SampleError(f"sample archive missing: {path}") from e
     except OSError as e:
         raise SampleError(f"cannot read the sample archive {path}: {e}") from e
-    return digest.hexdigest()
 
 
 # ---- extraction ----

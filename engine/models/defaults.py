@@ -25,6 +25,7 @@ from pathlib import Path
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.children import child_env, owned_cwd, python_command
 from engine.core.errors import DefaultModelsError, ModelError
+from engine.core.hashing import HASH_BLOCK, sha256_file
 from engine.core.locks import artefact_lock, cache_writes, remove_partials
 from engine.core.paths import models_dir
 from engine.models.untrusted import MalformedFile, load_json_object
@@ -32,7 +33,6 @@ from engine.models.untrusted import MalformedFile, load_json_object
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
-HASH_BLOCK = 8 << 20
 MAX_STAMP_BYTES = 1 << 16  # a verification stamp is one short line
 
 
@@ -119,15 +119,6 @@ class ModelStatus:
     size_bytes: int
     verified: bool
     detail: str
-
-
-def sha256_file(path: Path, cancel: CancelToken = NEVER) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(HASH_BLOCK):
-            cancel.raise_if_cancelled()
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _stamp_path(path: Path) -> Path:

@@ -205,7 +205,9 @@ class SpecRun:
         yield StageChanged(run, "draft", draft_stage_text(prompt.n_tokens, draft_prefix, len(pieces), held))
         with PeakMemory(self.info.device) as draft_mem:
             score = yield from progress_events(
-                run, "draft", self._iter_score(prompt, settings, request.cancel, draft_prefix, segments)
+                run,
+                "draft",
+                self._iter_score(tokens, prompt, settings, request.cancel, draft_prefix, segments),
             )
         draft_s = time.perf_counter() - t_draft
         problem = ""
@@ -228,6 +230,7 @@ class SpecRun:
 
     def _iter_score(
         self,
+        tokens: list[int],
         prompt: PreparedPrompt,
         settings: RunSettings,
         cancel: CancelToken,
@@ -236,7 +239,7 @@ class SpecRun:
     ):
         """The draft's scores: one pass (with the cached prefix when there is one), or segments for a
         prompt longer than the draft was trained on (with their cached heads and slices)."""
-        tokens, params = prompt.tokens.tolist(), ScoringParams.from_settings(settings, prompt.question_rows)
+        params = ScoringParams.from_settings(settings, prompt.question_rows)
         if draft_prefix is not None:
             return self.scorer.iter_score(tokens, params, cancel, draft_prefix)
         return iter_score_segments(

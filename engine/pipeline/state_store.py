@@ -43,10 +43,10 @@ import numpy as np
 
 from engine.core.atomic import write_text_atomic
 from engine.core.errors import CacheError, RuntimeFailure
+from engine.core.hashing import sha256_file
 from engine.core.locks import artefact_lock
 from engine.core.private import PRIVATE_FILE_MODE, private_dir, tighten_files
 from engine.llama.native import LlamaContext
-from engine.models.defaults import sha256_file
 from engine.models.untrusted import file_kind, load_json_object
 from engine.pipeline.session import PrefixKey
 

@@ -19,9 +19,9 @@ import pytest
 from engine.cli.main import main
 from engine.core.errors import CacheError
 from engine.core.events import Notice, RunFinished, TokenGenerated
+from engine.core.hashing import sha256_file
 from engine.core.paths import state_cache_dir
 from engine.core.settings import ModelSettings, RunSettings
-from engine.models.defaults import sha256_file
 from engine.pipeline import DocumentSession, Engine
 from engine.pipeline.state_store import StateStore, cap_bytes, key_digest
 
