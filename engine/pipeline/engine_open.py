@@ -268,11 +268,18 @@ def open_models(
 WARM_UP_TOKENS = 16
 
 
-def warm_up(runtime: TargetRuntime, scorer: DraftScorer) -> None:
+def warm_up(runtime: TargetRuntime, scorer: DraftScorer, draft_vocab: LlamaModel | None) -> None:
     """One tiny pass through each model, so the first run of a session pays no first-touch costs
     (the target's weights are mapped pages read on first use): whichever run comes first, both
-    start from the same warm state."""
+    start from the same warm state.
+
+    Each model reads the text in its own token ids: a draft of another family tokenizes it with its
+    own vocabulary (`draft_vocab`: EngineInfo.draft_vocab), since the target's ids may lie past the
+    draft's; None: the draft shares the target's vocabulary and reads the target's ids."""
     tokens = repeated_tokens(runtime.model, "warm up", WARM_UP_TOKENS, "warm-up")
     runtime.prefill(np.asarray(tokens, dtype=np.int32), np.arange(len(tokens), dtype=np.int32))
     runtime.context.clear()
-    scorer.score(tokens, ScoringParams(lookahead=1, kernel=1))
+    draft_tokens = (
+        tokens if draft_vocab is None else repeated_tokens(draft_vocab, "warm up", WARM_UP_TOKENS, "warm-up")
+    )
+    scorer.score(draft_tokens, ScoringParams(lookahead=1, kernel=1))
