@@ -7,12 +7,16 @@ Least recently used prefixes go first; one larger than the whole cap is not kept
 
 A document longer than the draft's window is scored in segments (engine.draft.segments): each
 segment's head and slice is kept as a prefix of its own, under the slice's token span.
+
+A prefix is kept under a DraftKey: the document's PrefixKey and the tokens the draft reads it in,
+the target's (one vocabulary) or its own (a draft of another family, engine.pipeline.span_selection).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -21,8 +25,26 @@ from engine.draft.segments import Piece, segment_prefix
 from engine.pipeline.session import PrefixKey
 
 WHOLE: Piece = (0, 0)  # the part of a prefix scored in one pass: all of it
+DraftTokens = Literal["target", "draft"]
+
+
+@dataclass(frozen=True)
+class DraftKey:
+    """What a draft prefix's keys and values are for, besides its tokens: the document's prefix key
+    (document, both models by content, system prompt, context) and whose tokenization its tokens
+    are, "target" (a draft of the target's vocabulary) or "draft" (the draft's own, the span path).
+    The same document's prefix has other token ids in each: one never stands for the other."""
+
+    prefix: PrefixKey
+    tokens: DraftTokens = "target"
+
+    @property
+    def document_sha256(self) -> str:
+        return self.prefix.document_sha256
+
+
 # the prefix's key, the draft window it was computed with, and its segment's slice (WHOLE: none)
-_Slot = tuple[PrefixKey, int, Piece]
+_Slot = tuple[DraftKey, int, Piece]
 
 
 class DraftCaches:
@@ -37,13 +59,13 @@ class DraftCaches:
     def total_bytes(self) -> int:
         return sum(entry.nbytes() for entry in self._entries.values())
 
-    def holds(self, key: PrefixKey, prefix: np.ndarray, window: int, part: Piece = WHOLE) -> bool:
+    def holds(self, key: DraftKey, prefix: np.ndarray, window: int, part: Piece = WHOLE) -> bool:
         """Whether a filled prefix with these tokens is kept (its place in the order unchanged)."""
         entry = self._entries.get((key, window, part))
         return entry is not None and entry.complete and np.array_equal(entry.tokens, prefix)
 
     def prefix_for(
-        self, key: PrefixKey, prefix: np.ndarray, window: int, part: Piece = WHOLE
+        self, key: DraftKey, prefix: np.ndarray, window: int, part: Piece = WHOLE
     ) -> DraftPrefix | None:
         """The kept prefix when its tokens match (now the most recently used), else an empty one
         for the scorer to fill; None when the cache is off."""
@@ -56,7 +78,7 @@ class DraftCaches:
             return entry
         return DraftPrefix(np.array(prefix, copy=True), window)
 
-    def keep(self, key: PrefixKey, entry: DraftPrefix, part: Piece = WHOLE) -> bool:
+    def keep(self, key: DraftKey, entry: DraftPrefix, part: Piece = WHOLE) -> bool:
         """Keep a filled prefix, dropping the least recently used ones beyond the cap; False when
         it is empty or larger than the whole cap (then it is not kept)."""
         slot = (key, entry.window, part)
@@ -80,7 +102,7 @@ class DocumentSegments:
     """One document's segments in the cache, at one draft window (engine.draft.segments.SegmentCache)."""
 
     caches: DraftCaches
-    key: PrefixKey
+    key: DraftKey
     window: int
 
     def holds(self, piece: Piece, prefix: list[int]) -> bool:

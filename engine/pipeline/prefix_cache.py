@@ -1,6 +1,7 @@
 """A session's document prefix and what is kept of it: its key, the part the prefix context
 holds, its saved state on disk (engine.pipeline.state_store) and the draft's keys for it
-(engine.pipeline.draft_cache)."""
+(engine.pipeline.draft_cache), in the tokens the draft reads: the target's, or with a draft of
+another family its own (the span path)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from engine.core.formatting import format_bytes
 from engine.core.settings import RunSettings
 from engine.draft.scorer import DraftPrefix
 from engine.llama.runtime import TargetRuntime
-from engine.pipeline.draft_cache import DocumentSegments, DraftCaches
+from engine.pipeline.draft_cache import DocumentSegments, DraftCaches, DraftKey
 from engine.pipeline.engine_open import EngineInfo
 from engine.pipeline.request import Request
 from engine.pipeline.session import DocumentSession, PrefixKey
@@ -41,6 +42,11 @@ class PrefixCaches:
         return session.key(
             info.target_path, info.draft_path, settings.system_prompt, info.n_ctx, info.flash_attn
         )
+
+    def draft_key(self, session: DocumentSession, settings: RunSettings) -> DraftKey:
+        """The key of the draft's keys for the session's document: its prefix key, and the draft's
+        own tokens on the span path (EngineInfo.selection "spans") where they are not the target's."""
+        return DraftKey(self.key(session, settings), "draft" if self.info.selection == "spans" else "target")
 
     def document_prefix(self, session: DocumentSession, request: Request) -> tuple[PrefixKey, np.ndarray]:
         """The request's document prefix and its key."""
@@ -110,13 +116,14 @@ class PrefixCaches:
             self.state_store.clear(session.document_sha256)
 
     # -- the draft's keys ---------------------------------------------------------------
-    def draft_prefix(self, key: PrefixKey, prefix: np.ndarray, window: int) -> DraftPrefix | None:
-        """The draft's kept keys for the document (empty the first time); None when the draft cache is off."""
+    def draft_prefix(self, key: DraftKey, prefix: np.ndarray, window: int) -> DraftPrefix | None:
+        """The draft's kept keys for the document's prefix `prefix` (the draft's tokens; empty the first
+        time); None when the draft cache is off."""
         if self.draft_caches is None:
             return None
         return self.draft_caches.prefix_for(key, prefix, window)
 
-    def keep_draft_prefix(self, key: PrefixKey, draft_prefix: DraftPrefix) -> str:
+    def keep_draft_prefix(self, key: DraftKey, draft_prefix: DraftPrefix) -> str:
         """Keep the draft's keys for the next question; why not ("" when kept, or nothing to keep)."""
         if self.draft_caches.keep(key, draft_prefix):
             return ""
@@ -134,7 +141,7 @@ class PrefixCaches:
         no session or the draft cache is off."""
         if session is None or self.draft_caches is None or not self.draft_caches.enabled:
             return None
-        return DocumentSegments(self.draft_caches, self.key(session, settings), settings.draft_window)
+        return DocumentSegments(self.draft_caches, self.draft_key(session, settings), settings.draft_window)
 
     def segments_kept_note(
         self, segments: DocumentSegments, pieces: list, tokens: list[int], doc_span: tuple[int, int]

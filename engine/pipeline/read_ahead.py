@@ -8,6 +8,10 @@ it at once (the chunk under way stops before its next layer and is dropped), and
 on from the chunks already read. It also notes the document's prefix for the target's background
 full prefill, which follows it: the draft's pass is short and pays off on the very first question,
 the target's is long and pays off only on follow-ups.
+
+A draft of another family (the span path, EngineInfo.draft_vocab) reads the document in its own
+tokens, rendered in its own template (span_selection.prompt_the_draft_reads), as its SpecPrefill
+scores it; the prefix noted for the target's fill is the target's, in the target's tokens.
 """
 
 from __future__ import annotations
@@ -22,20 +26,19 @@ from engine.core.settings import RunSettings
 from engine.draft.scorer import DraftPrefix, DraftScorer
 from engine.draft.segments import plan_segments
 from engine.llama.runtime import TargetRuntime
+from engine.pipeline.draft_cache import DraftKey
 from engine.pipeline.locking import TargetLocks
 from engine.pipeline.prefix_cache import PrefixCaches
 from engine.pipeline.request import prepare_prompt
 from engine.pipeline.run_policy import RunPolicy
-from engine.pipeline.session import DocumentSession, PrefixKey
+from engine.pipeline.session import DocumentSession
+from engine.pipeline.span_selection import prompt_the_draft_reads
 
 # The prefix (system turn, template head, document) does not depend on the question, so any
 # question renders it; the real one's tokens come after it.
 PLACEHOLDER_QUESTION = "?"
 TOO_LONG = "the document is longer than one draft pass: its segments are read with the first question"
 HELD = "the draft's cache holds the document already"
-OTHER_VOCABULARY = (
-    "the draft reads another vocabulary's tokens: it drafts the document with the first question"
-)
 
 
 class ReadAhead:
@@ -85,11 +88,11 @@ class ReadAhead:
             status = "cancelled"
         yield ReadAheadEnded(status, prefix.filled, len(prefix), time.perf_counter() - t0, detail)
 
-    def _plan(self, session: DocumentSession, settings: RunSettings) -> tuple[PrefixKey, DraftPrefix] | str:
-        """The key and the draft's prefix for the document (empty, part-read or whole); or why it is
-        not read ahead."""
-        prompt = prepare_prompt(self._runtime.model, session.text, PLACEHOLDER_QUESTION, settings)
-        start, end = prompt.doc_token_span
+    def _plan(self, session: DocumentSession, settings: RunSettings) -> tuple[DraftKey, DraftPrefix] | str:
+        """The key and the draft's prefix for the document, in the tokens the draft reads (empty,
+        part-read or whole); or why it is not read ahead."""
+        target = prepare_prompt(self._runtime.model, session.text, PLACEHOLDER_QUESTION, settings)
+        prompt = prompt_the_draft_reads(self._prefixes.info.draft_vocab, target, settings.system_prompt)
         try:
             pieces = plan_segments(
                 prompt.n_tokens,
@@ -101,14 +104,16 @@ class ReadAhead:
             return str(error)
         if len(pieces) > 1:
             return TOO_LONG
-        if getattr(self._prefixes.info, "draft_vocab", None) is not None:
-            return OTHER_VOCABULARY
-        key, tokens = self._prefixes.key(session, settings), prompt.tokens[: prompt.tail_start]
-        if self._policy.window_fit(prompt.n_tokens, settings, end - start).fits:
-            session.note_prefix(key, tokens)  # what the target's background fill prefills next
-        return key, self._prefixes.draft_prefix(key, tokens, settings.draft_window)
+        start, end = target.doc_token_span
+        if self._policy.window_fit(target.n_tokens, settings, end - start).fits:
+            # what the target's background fill prefills next: the target's prefix
+            session.note_prefix(self._prefixes.key(session, settings), target.tokens[: target.tail_start])
+        key = self._prefixes.draft_key(session, settings)
+        return key, self._prefixes.draft_prefix(
+            key, prompt.tokens[: prompt.tail_start], settings.draft_window
+        )
 
-    def _read(self, session: DocumentSession, key: PrefixKey, prefix: DraftPrefix, token: CancelToken):
+    def _read(self, session: DocumentSession, key: DraftKey, prefix: DraftPrefix, token: CancelToken):
         """Read chunk by chunk, each one under the models' lock; returns (status, detail)."""
         while not prefix.complete:
             with self._locks.background_turn(token) as turn:

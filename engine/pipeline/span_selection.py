@@ -60,6 +60,17 @@ def draft_prompt(
     return tokenize_parts(draft_vocab, parts)
 
 
+def prompt_the_draft_reads(
+    draft_vocab: LlamaModel | None, target_prompt: PreparedPrompt, system_prompt: str
+) -> PreparedPrompt:
+    """The prompt the draft scores: the target's own when the draft shares its vocabulary
+    (`draft_vocab` None), else the draft's (draft_prompt). Its tokens before `tail_start` are the
+    document's prefix in the draft's tokens, the same for every question: the draft cache's."""
+    if draft_vocab is None:
+        return target_prompt
+    return draft_prompt(draft_vocab, target_prompt, system_prompt)
+
+
 def kept_document_spans(prompt: PreparedPrompt, token_spans: Spans, kept_idx: Sequence[int]) -> Spans:
     """The document characters that the kept tokens cover, relative to the document's start."""
     doc_lo, doc_hi = prompt.parts.doc_char_span

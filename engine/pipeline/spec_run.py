@@ -1,9 +1,10 @@
 """SpecPrefill's run of one request, start to end: the draft scores the prompt (in one pass, or in
 segments for a prompt longer than its window, with a session's cached draft keys), the selection
 keeps chunks, the target prefills only the kept tokens and decodes. A draft of another model family
-(EngineInfo.draft_vocab) scores and selects in its own tokens, and the selection reaches the target
-through the document's characters (span_selection). Runner.spec hands a run here once it is not
-bypassed; the target's prefill and decode are the Runner's (PrefillAndGenerate, handed in)."""
+(EngineInfo.draft_vocab) scores and selects in its own tokens (a session's cached draft keys are
+in them too), and the selection reaches the target through the document's characters
+(span_selection). Runner.spec hands a run here once it is not bypassed; the target's prefill and
+decode are the Runner's (PrefillAndGenerate, handed in)."""
 
 from __future__ import annotations
 
@@ -119,7 +120,7 @@ class SpecRun:
             prompt, settings
         )  # before the draft: a question too long fails at once
         if self.info.draft_vocab is not None:  # another family's draft: select through character spans
-            yield from self.by_spans(request, placement, budget)
+            yield from self.by_spans(request, placement, budget, session)
             return
         score, draft_s, draft_peak = yield from self._draft_scores(request, session)
         read_ahead_s = session.take_read_ahead() if session is not None else 0.0  # the first answer after it
@@ -142,14 +143,17 @@ class SpecRun:
         )
 
     # -- a draft of another family: through character spans --------------------------------
-    def by_spans(self, request: Request, placement: str, budget: int | None) -> Iterator[EngineEvent]:
+    def by_spans(
+        self, request: Request, placement: str, budget: int | None, session: DocumentSession | None = None
+    ) -> Iterator[EngineEvent]:
         """One SpecPrefill run through character spans; `budget`: the target tokens the selection may
-        keep (None: the prompt fits). Sessions' draft caches hold target tokens, so none is used."""
+        keep (None: the prompt fits). A session's draft keys are kept in the draft's own tokens."""
         run, target, settings = request.run, request.prompt, request.settings
         vocab = self.info.draft_vocab
         draft = draft_prompt(vocab, target, settings.system_prompt)
         draft_request = replace(request, prompt=draft)
-        score, draft_s, draft_peak = yield from self._draft_scores(draft_request, None)
+        score, draft_s, draft_peak = yield from self._draft_scores(request, session, draft)
+        read_ahead_s = session.take_read_ahead() if session is not None else 0.0
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
@@ -168,13 +172,24 @@ class SpecRun:
             (parts, offsets, focus, definitions),
         )
         chosen = ChosenTokens(plan, kept_idx, draft, offsets, "spans")
-        yield from self.finish(request, chosen, placement, DraftCost(draft_s, draft_peak, t_select))
+        yield from self.finish(
+            request,
+            chosen,
+            placement,
+            DraftCost(draft_s, draft_peak, t_select),
+            served_by=spec_served_by(session, score.reused_prefix, read_ahead_s),
+            read_ahead_s=read_ahead_s,
+        )
 
     # -- the draft's scores -----------------------------------------------------------------
-    def _draft_scores(self, request: Request, session: DocumentSession | None):
-        """The draft's scores of the prompt, with the session's cached draft keys when there are any
-        (kept for the next question after); returns (scores, seconds, peak memory bytes)."""
-        run, prompt, settings, window = request.run, request.prompt, request.settings, request.window
+    def _draft_scores(
+        self, request: Request, session: DocumentSession | None, draft: PreparedPrompt | None = None
+    ):
+        """The draft's scores of the prompt it reads (the target's, or `draft`: the same in its own
+        tokens), with the session's cached draft keys when there are any (kept for the next question
+        after); returns (scores, seconds, peak memory bytes)."""
+        run, settings, window = request.run, request.settings, request.window
+        prompt = request.prompt if draft is None else draft
         segment_cache = self.prefixes.draft_segments(session, settings)
         pieces = plan_segments(
             prompt.n_tokens,
@@ -182,20 +197,24 @@ class SpecRun:
             self.policy.draft_pass_tokens(settings),
             follow_ups=segment_cache is not None,
         )
+        doc_start, doc_end = prompt.doc_token_span
         self._require_draft_memory(
-            max(b - a for a, b in pieces) + prompt.n_tokens - window.document_tokens,
+            max(b - a for a, b in pieces) + prompt.n_tokens - (doc_end - doc_start),
             ScoringParams.from_settings(settings, prompt.question_rows).question_rows,
         )
-        # A full prefix only for a prompt that fits (a background fill completes it); the draft's
-        # keys for any: the whole prefix when it scores the prompt in one pass, else each segment's.
-        key, prefix = (None, None)
-        if session is not None and window.fits:
-            key, prefix = self.prefixes.session_prefix(session, request)
-        elif session is not None:  # too long for a full prefill: nothing for a background fill to note
-            key, prefix = self.prefixes.document_prefix(session, request)
+        # The target's prefix noted only for a prompt that fits (a background fill completes it); the
+        # draft's keys for any, in its tokens: the whole prefix when it scores the prompt in one pass,
+        # else each segment's.
+        key = None
+        if session is not None:
+            if window.fits:
+                self.prefixes.session_prefix(session, request)
+            key = self.prefixes.draft_key(session, settings)
         one_pass = len(pieces) == 1
         draft_prefix = (
-            self.prefixes.draft_prefix(key, prefix, settings.draft_window) if key and one_pass else None
+            self.prefixes.draft_prefix(key, prompt.tokens[: prompt.tail_start], settings.draft_window)
+            if key is not None and one_pass
+            else None
         )
         segments = segment_cache if not one_pass else None
 
