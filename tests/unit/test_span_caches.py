@@ -15,10 +15,11 @@ import pytest
 
 from engine.core.events import ReadAheadEnded, RunFinished, SelectionMade, StageChanged
 from engine.core.settings import ModelSettings
+from engine.draft import segments
 from engine.pipeline import DocumentSession, Engine
 from engine.pipeline.draft_cache import DraftCaches, DraftKey
 from engine.pipeline.prefix_cache import PrefixCaches
-from engine.pipeline.read_ahead import PLACEHOLDER_QUESTION, TOO_LONG
+from engine.pipeline.read_ahead import PLACEHOLDER_QUESTION
 from engine.pipeline.span_selection import draft_prompt
 from tests.fixtures.tiny_gguf import write_tiny_gguf_other_vocab
 from tests.unit.test_long_documents import LONG_TEXT
@@ -159,5 +160,31 @@ def test_a_long_documents_segments_are_kept_in_the_draft_tokens(segmented):
     _, cold_made, _ = cold(segmented, "Which key opens door 35?", LONG_TEXT, **long_settings())
     np.testing.assert_allclose(made.chunk_scores, cold_made.chunk_scores, rtol=1e-5, atol=1e-9)
     assert made.kept_chunks == cold_made.kept_chunks
-    ended = list(segmented.read_ahead(DocumentSession(LONG_TEXT), settings(**long_settings())))
-    assert [(e.status, e.detail) for e in ended] == [("not_needed", TOO_LONG)]  # read with the first question
+
+
+def test_the_read_ahead_reads_a_long_documents_segments_and_the_first_question_scores_as_cold(
+    spans, monkeypatch
+):
+    """The read-ahead plans the segments with a placeholder question; a real question of about its
+    length gets the same ones (their tail room is rounded up, engine.draft.segments): here a window of
+    2,500 positions with the room rounded to 64 tokens, so that the rounding is not capped."""
+    monkeypatch.setattr(spans.scorer.model.config, "max_position_embeddings", 2500)
+    monkeypatch.setattr(segments, "TAIL_ROOM_STEP", 64)
+    monkeypatch.setattr(spans.scorer, "prefill_chunk", 256)
+    segmented, question = spans, "Which key opens door 35?"
+    _, cold_made, _ = cold(segmented, question, LONG_TEXT, **long_settings())
+    segmented.draft_caches = DraftCaches(1 << 30)
+    session = DocumentSession(LONG_TEXT)
+    events = list(segmented.read_ahead(session, settings(**long_settings())))
+    ended = [e for e in events if isinstance(e, ReadAheadEnded)]
+    assert [e.status for e in ended] == ["done"] and ended[0].done == ended[0].total > 0
+    assert len(events) > 2  # progress along the segments' chunks before the end
+    result, made, stage = ask(segmented, session, question, **long_settings())
+    assert result.served_by == "spec_read_ahead" and result.read_ahead_s > 0
+    assert "3 segments" in stage and "3 of them from the draft cache" in stage
+    np.testing.assert_allclose(made.chunk_scores, cold_made.chunk_scores, rtol=1e-5, atol=1e-9)
+    assert made.kept_chunks == cold_made.kept_chunks
+    again = list(segmented.read_ahead(session, settings(**long_settings())))
+    assert [(e.status, e.detail) for e in again if isinstance(e, ReadAheadEnded)] == [
+        ("not_needed", "the draft's cache holds the document already")
+    ]
