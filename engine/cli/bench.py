@@ -86,6 +86,8 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     settings = bench_settings(run_settings_from(args), args.respect_threshold)
     document = load_document(args.doc, password=args.password, cancel=cancel)
     engine = load_engine(args, cancel, quiet=args.json)
+    if not args.json:
+        print(draft_line(engine.info), flush=True)
     rows: list[BenchRow] = []
     try:
         for item in run_bench(engine, document.text, args.lengths, settings, cancel):
@@ -105,10 +107,20 @@ def command(args: argparse.Namespace, cancel: CancelToken) -> int:
     return 0
 
 
+def draft_line(info) -> str:
+    """The draft's format and its measured forward, above the rows the draft's seconds are in."""
+    forward = (
+        f"; its forward {info.draft_forward_s_per_1k:.2f} s per 1K tokens"
+        if info.draft_forward_s_per_1k
+        else ""
+    )
+    return f"draft {info.draft_name}: {info.draft_precision} ({info.draft_precision_reason}){forward}"
+
+
 def bench_line(r: BenchRow) -> str:
     return (
         f"{r.prompt_tokens:>6} tok | baseline {r.baseline_ttft_s:7.2f}s | spec {r.spec_ttft_s:7.2f}s "
-        f"(draft {r.draft_s:6.2f}s + target {r.target_prefill_s:6.2f}s + other {r.overhead_s:5.2f}s) | "
+        f"(draft {r.draft_s:6.2f}s = {r.draft_s_per_1k:5.2f}s/1K + target {r.target_prefill_s:6.2f}s + other {r.overhead_s:5.2f}s) | "
         f"{r.speedup:4.2f}x | kept {format_percent(r.kept_fraction)} | {r.positions}"
         f" | draft mem {format_bytes(r.draft_peak_mem_bytes)}{fit_marks(r)}"
     )
@@ -167,7 +179,10 @@ def _open(args: argparse.Namespace, cancel: CancelToken):
     """The settings, the document and the loaded engine, in the order a failure is cheapest."""
     settings = bench_settings(run_settings_from(args), args.respect_threshold)
     document = load_document(args.doc, password=args.password, cancel=cancel)
-    return settings, document, load_engine(args, cancel, quiet=args.json)
+    engine = load_engine(args, cancel, quiet=args.json)
+    if not args.json:
+        print(draft_line(engine.info), flush=True)
+    return settings, document, engine
 
 
 def _collect(items, row_type: type, line, run_label, quiet: bool) -> list:

@@ -110,6 +110,9 @@ class RunResult:
     # How SpecPrefill's selection reached the target: "tokens" (one vocabulary) or "spans" (the
     # draft's kept characters, another family's draft); "" for the full prefill
     selection: str = ""
+    # The draft's number format in SpecPrefill's run: "int8", "bf16", "fp32" or "fp16"
+    # (engine.draft.precision); "" for the full prefill and a bypassed run
+    draft_precision: str = ""
 
     SPEC_ONLY = (
         "draft_s",
@@ -124,7 +127,14 @@ class RunResult:
 
     def to_json(self) -> dict:
         data = run_json(self, self.SPEC_ONLY)
-        for optional in ("served_by", "keep_reason", "covered_parts", "focused_parts", "selection"):
+        for optional in (
+            "served_by",
+            "keep_reason",
+            "covered_parts",
+            "focused_parts",
+            "selection",
+            "draft_precision",
+        ):
             if optional in data and not data[optional]:
                 del data[optional]  # unused: the JSON (run, bench, saved A/B reports) stays as it was
         if not self.served_by:

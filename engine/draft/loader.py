@@ -45,7 +45,8 @@ class DraftDevice:
 
 def pick_device(preference: str = "auto") -> DraftDevice:
     """Where the draft runs. auto: CUDA in half precision (bf16 where supported), then Apple MPS
-    in fp16, then CPU fp32 (bf16 is ~5x slower on these CPUs). A GPU asked for by name must be there."""
+    in fp16, then the CPU (its number format is chosen by engine.draft.precision; fp32 here until
+    then). A GPU asked for by name must be there."""
     if preference == "cpu":
         return DraftDevice(torch.device("cpu"), torch.float32)
     if preference in ("auto", "cuda") and torch.cuda.is_available():
@@ -175,8 +176,11 @@ def ensure_dequantized(gguf_path: Path, cancel: CancelToken = NEVER) -> Path:
     return out
 
 
-def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str, quant: str = "none"):
-    """A transformers causal LM from a GGUF file (via the dequantized cache) or a model directory."""
+def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str, precision: str = "fp32"):
+    """A transformers causal LM from a GGUF file (via the dequantized cache) or a model directory.
+
+    precision (engine.draft.precision): on a GPU, device.dtype; on a CPU "fp32", "bf16", or "int8"
+    (dynamic int8 Linear layers)."""
     from transformers import AutoModelForCausalLM  # lazy: transformers is heavy
 
     _quiet_transformers()
@@ -184,15 +188,17 @@ def load_draft_model(path: Path, device: DraftDevice, attn_implementation: str, 
     if not path.exists():
         raise ModelError(f"draft model not found: {path}")
     source = path if path.is_dir() else ensure_dequantized(path)
+    on_cpu = device.device.type == "cpu"
+    dtype = torch.bfloat16 if on_cpu and precision == "bf16" else device.dtype
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            str(source), dtype=device.dtype, attn_implementation=attn_implementation
+            str(source), dtype=dtype, attn_implementation=attn_implementation
         )
     except Exception as exc:
         raise ModelError(f"could not load draft model from {source}: {exc}") from exc
     model = model.to(device.device).eval()
-    if device.device.type == "cpu":
-        if quant == "int8":
+    if on_cpu:
+        if precision == "int8":
             # The Linear weights go from the mapped file straight to int8: never copied in fp32, and
             # quantized in place (a copy of the model held the draft's weights three times, 6.1 GB).
             model = quantize_int8(_materialize(model, keep_mapped=(torch.nn.Linear,)))
@@ -219,7 +225,11 @@ def _materialize(model, keep_mapped: tuple[type, ...] = ()):
 
 
 def quantize_int8(model):
-    """Dynamic int8 Linear layers (fbgemm on AVX2): about 2x faster draft scoring on CPU."""
+    """Dynamic int8 Linear layers (fbgemm on AVX2). torch has deprecated this API; torchao's
+    replacement (Int8DynamicActivationInt8WeightConfig, torchao 0.18) ran the draft more than 10x
+    slower on a CPU without AVX-512 (2026-12-08, research/draft-precision), so the int8 format stays
+    on it while it exists: engine.draft.precision measures int8 only where int8_available() says so,
+    and tests/unit/test_draft_precision.py fails the day it is gone."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao's deprecation notices are not for our users
         return torch.ao.quantization.quantize_dynamic(

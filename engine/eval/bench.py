@@ -47,6 +47,8 @@ class BenchRow:
     baseline_seen_fraction: float = 1.0
     spec_fit: str = "fits"
     spec_seen_fraction: float = 1.0
+    # The draft's seconds per 1K prompt tokens (the target's count); 0.0 in reports from before it
+    draft_s_per_1k: float = 0.0
 
     FIT_FIELDS = (
         "document_tokens",
@@ -57,7 +59,10 @@ class BenchRow:
     )
 
     def to_json(self) -> dict:
-        return without_unknown_fit(asdict(self), self.document_tokens, self.FIT_FIELDS)
+        data = without_unknown_fit(asdict(self), self.document_tokens, self.FIT_FIELDS)
+        if not self.draft_s_per_1k:
+            del data["draft_s_per_1k"]  # a report from before it was recorded writes back as it was
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> BenchRow:
@@ -74,6 +79,12 @@ class BenchModels:
     flash_attn: str | None = None  # the target's flash attention ("on", "off", "auto"); None: not recorded
     target_backends: tuple[str, ...] | None = None  # "CPU", "RPC HOST:PORT"...; None: not recorded
     cpu_path: str | None = None  # llama.cpp's CPU variant, extra buffers, self-test; None: not recorded
+    draft_precision: str | None = (
+        None  # the draft's number format (engine.draft.precision); None: not recorded
+    )
+    draft_precision_reason: str | None = None
+    # The draft's plain forward in that format, seconds per 1K tokens, as measured when it was chosen
+    draft_forward_s_per_1k: float | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +138,9 @@ def bench_report(rows: list[BenchRow], keep: float | str, doc: str, info: Engine
             flash_attn=info.flash_attn,
             target_backends=info.target_backends,
             cpu_path=info.cpu_path or None,
+            draft_precision=info.draft_precision or None,
+            draft_precision_reason=info.draft_precision_reason or None,
+            draft_forward_s_per_1k=info.draft_forward_s_per_1k or None,
         ),
     )
 
@@ -154,6 +168,7 @@ def bench_row(n_tokens: int, baseline: RunResult, spec: RunResult) -> BenchRow:
         baseline_seen_fraction=baseline.seen_fraction,
         spec_fit=spec.fit,
         spec_seen_fraction=spec.seen_fraction,
+        draft_s_per_1k=round(spec.draft_s * 1000 / spec.prompt_tokens, 3) if spec.prompt_tokens else 0.0,
     )
 
 

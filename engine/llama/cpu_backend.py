@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engine.core.children import child_env, owned_cwd, python_command
+from engine.core.cpu import cpu_identity
 from engine.llama.ggml_lib import ggml, lib_dir  # noqa: F401  (lib_dir: callers find the variants there)
 
 log = logging.getLogger(__name__)
@@ -77,16 +78,6 @@ def ranked_variants(libraries: dict[str, Path]) -> list[str]:
     """The variants (of variant_libraries) this CPU runs, best first."""
     scored = [(variant_score(path), name) for name, path in libraries.items()]
     return [name for score, name in sorted(scored, reverse=True) if score > 0]
-
-
-def cpu_identity() -> str:
-    """The CPU's model name and flags, hashed: the self-test's verdict is per CPU."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return "unknown"
-    lines = [line for line in text.splitlines() if line.startswith(("model name", "flags"))]
-    return hashlib.sha256("\n".join(dict.fromkeys(lines)).encode()).hexdigest()[:16]
 
 
 def build_identity(path: Path) -> str:

@@ -14,11 +14,14 @@ from typing import NamedTuple
 
 import torch
 
+from engine.core.cpu import cpu_flags
 from engine.core.errors import ModelError, NotCalibratedError
 from engine.core.formatting import format_bytes
 from engine.core.memory import available_bytes
 from engine.core.settings import ModelSettings
 from engine.draft.loader import DraftDevice, pick_device
+from engine.draft.precision import cached_precision, fixed_precision
+from engine.llama.cpu_backend import AMX_VARIANTS
 from engine.llama.native import LlamaContext, LlamaModel, build_info, cpu_path
 from engine.llama.rpc.ggml_backends import has_rpc, lib_dir
 from engine.llama.rpc.workers import RPC_SERVER, WorkerMemory, query_memory
@@ -82,7 +85,9 @@ def free_memory() -> str:
 
 
 def describe_draft_device(device: DraftDevice) -> str:
-    """ "cuda (bfloat16, NVIDIA H200)", "cpu (float32)"."""
+    """ "cuda (bfloat16, NVIDIA H200)"; "cpu" (its number format is the precision line's)."""
+    if device.device.type == "cpu":
+        return "cpu"
     details = [str(device.dtype).removeprefix("torch.")]
     if device.device.type == "cuda":
         details.append(torch.cuda.get_device_name(device.device))
@@ -124,6 +129,43 @@ def check_cpu_path() -> Check:
     except RuntimeError as exc:
         return Check("cpu", str(exc), ok=False)
     return Check("cpu", path.summary())  # a failed self-test is a working fallback, not an error
+
+
+def check_draft_precision(settings: ModelSettings, draft: Path | None) -> Check:
+    """The draft's number format and why: fixed (a GPU, the user's setting) or measured on this CPU
+    once (engine.draft.precision); before the first load, that it will be measured then."""
+    try:
+        device = pick_device(settings.device)
+    except ModelError as exc:
+        return Check("precision", str(exc), ok=False)
+    fixed = fixed_precision(settings.draft_quant, device.device, device.dtype)
+    if fixed is not None:
+        return Check("precision", f"draft {fixed.summary()}")
+    verdict = cached_precision(draft) if draft is not None else None
+    if verdict is None:
+        return Check(
+            "precision",
+            "draft auto: not measured yet on this CPU; the first load times int8, bf16 and fp32 (about a minute, once)",
+        )
+    return Check("precision", f"draft {verdict.summary()}, {verdict.measured_at}")
+
+
+def amx_verdict() -> str:
+    """Whether the target's matrix multiplications run on AMX, and why (or why not)."""
+    flags = cpu_flags()
+    if "amx_int8" not in flags or "amx_tile" not in flags:
+        return "off: this CPU has no AMX (no amx_tile/amx_int8 among its flags); the target uses its vector units"
+    try:
+        path = cpu_path()
+    except RuntimeError as exc:
+        return f"unknown: {exc}"
+    torch_amx = "torch's bf16 matmul runs on AMX here" if "amx_bf16" in flags else "no AMX-BF16 for torch"
+    if path.extra_bufts and path.variant in AMX_VARIANTS:
+        return f"on: the {path.variant} variant's self-test passed ({torch_amx})"
+    return (
+        f"off: the {path.variant} variant's AMX buffers are not used (self-test: {path.verdict}); "
+        f"its AVX-512 kernels run instead ({torch_amx})"
+    )
 
 
 def check_llama(target: Path | None, draft_device: str = "cpu", flash_attn: str = "auto") -> Check:
@@ -217,6 +259,8 @@ def diagnose(settings: ModelSettings | None = None) -> list[Check]:
         check_torch(settings),
         check_llama(target, draft_device_type(settings), settings.flash_attn),
         check_cpu_path(),
+        Check("amx", amx_verdict()),
+        check_draft_precision(settings, draft),
         check_backends(settings),
         *models,
         check_vocab(target, draft),

@@ -17,9 +17,17 @@ from engine.core.cancel import NEVER, CancelToken
 from engine.core.endpoints import parse_split
 from engine.core.errors import ModelError, SettingsError
 from engine.core.memory import require_all_fit
+from engine.core.resources import calibration_sample
 from engine.core.settings import MAX_CONTEXT_DEFAULT, ModelSettings
 from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
 from engine.draft.memory import draft_weight_bytes
+from engine.draft.precision import (
+    SAMPLE_TOKENS,
+    DraftPrecision,
+    cached_precision,
+    fixed_precision,
+    measure_or_cached,
+)
 from engine.draft.scorer import ATTN_IMPL, DraftScorer, ScoringParams
 from engine.llama.memory import load_needs
 from engine.llama.native import LlamaContext, LlamaModel, build_info, cpu_path
@@ -57,6 +65,13 @@ class EngineInfo:
     )  # where the target's layers run: "CPU", "CUDA", "RPC HOST:PORT"
     draft_trained_window: int = 0  # the positions the draft was trained on (0: not known)
     cpu_path: str = ""  # llama.cpp's CPU variant, extra buffers and self-test (engine.llama.cpu_backend)
+    draft_precision: str = (
+        ""  # the draft's number format: "int8", "bf16", "fp32", "fp16" (engine.draft.precision)
+    )
+    draft_precision_reason: str = ""  # why: set by the user, a GPU's half precision, or measured here
+    draft_forward_s_per_1k: float = (
+        0.0  # that format's measured forward, seconds per 1K tokens (0: not measured)
+    )
     # The draft's own vocabulary (vocab only) when it is not the target's: SpecPrefill selects
     # through character spans (engine.pipeline.spec_run); None: the draft selects target tokens.
     draft_vocab: LlamaModel | None = field(default=None, compare=False, repr=False)
@@ -93,7 +108,11 @@ def context_size(requested: int | None, trained: int, target_name: str) -> int:
 
 
 def _display_name(path: Path, spec: models.ModelSpec) -> str:
-    return spec.name if path == spec.path else path.name
+    """The model's name where it is the default or an optional model (models --assemble), else its file name."""
+    for known in (spec, *models.OPTIONAL.values()):
+        if path == known.path:
+            return known.name
+    return path.name
 
 
 RPC_LOCAL_CPU = "its layers are split with RPC workers; this machine's share runs on its CPU"
@@ -232,8 +251,11 @@ def open_models(
         cancel.raise_if_cancelled()
         if progress:
             progress(1, 3, f"loading draft {draft_name}")
+        precision = _draft_precision(
+            settings, device, draft_path, draft_vocab or runtime.model, progress, cancel
+        )
         before = held_bytes(device.device)
-        draft = load_draft_model(draft_path, device, ATTN_IMPL, settings.draft_quant)
+        draft = load_draft_model(draft_path, device, ATTN_IMPL, precision.precision)
         # RSS growth is noisy (the allocator may reuse freed pages): never report less
         # than the tensors the draft plainly holds.
         draft_weights = max(held_bytes(device.device) - before, _tensor_bytes(draft))
@@ -257,12 +279,39 @@ def open_models(
             target_backends=_target_backends(runtime, placement),
             draft_trained_window=scorer.trained_window,
             cpu_path=cpu_path().summary(),
+            draft_precision=precision.precision,
+            draft_precision_reason=precision.reason,
+            draft_forward_s_per_1k=precision.seconds_per_1k.get(precision.precision, 0.0),
             draft_vocab=draft_vocab,
         )
     except BaseException:
         runtime.close()  # free the target's native memory now, not at garbage collection
         raise
     return runtime, scorer, info
+
+
+def _draft_precision(
+    settings: ModelSettings,
+    device: DraftDevice,
+    draft_path: Path,
+    vocab: LlamaModel,
+    progress: LoadProgress | None,
+    cancel: CancelToken,
+) -> DraftPrecision:
+    """The draft's number format: a GPU's half precision, the user's, or measured on this CPU once
+    (engine.draft.precision), over the calibration sample in the draft's own tokens."""
+    fixed = fixed_precision(settings.draft_quant, device.device, device.dtype)
+    if fixed is not None:
+        return fixed
+
+    def load(precision: str):
+        cancel.raise_if_cancelled()
+        return load_draft_model(draft_path, device, ATTN_IMPL, precision)
+
+    if progress and cached_precision(draft_path) is None:
+        progress(1, 3, "measuring the draft's speed in int8, bf16 and fp32 on this CPU (once)")
+    sample = vocab.tokenize(calibration_sample(), parse_special=False)[:SAMPLE_TOKENS]
+    return measure_or_cached(draft_path, load, sample)
 
 
 WARM_UP_TOKENS = 16

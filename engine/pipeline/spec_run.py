@@ -324,6 +324,7 @@ class SpecRun:
                 covered_parts=plan.covered_parts,
                 focused_parts=list(plan.focused_parts),
                 selection=chosen.selection,
+                draft_precision=self.info.draft_precision,
                 **result_fields,
                 **result,
             ),

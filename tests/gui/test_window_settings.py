@@ -142,7 +142,7 @@ def test_restore_defaults_resets_every_field(window, qtbot, engine_factory):
     defaults = ModelSettings()
     assert dialog.target.edit.text() == ""
     assert dialog.device.currentData() == defaults.device
-    assert dialog.draft_precision.currentData() == "int8" == defaults.draft_quant
+    assert dialog.draft_precision.currentData() == "auto" == defaults.draft_quant
     assert dialog.threads.value() == 0 and dialog.threads.text() == "Auto (physical cores)"
     assert dialog.model_settings().n_ctx == defaults.n_ctx
     assert (dialog.chunk_size.value(), dialog.lookahead.value()) == (
@@ -206,7 +206,7 @@ def test_threshold_max_new_tokens_and_draft_precision_round_trip(window, qtbot, 
     assert dialog.threshold.automatic.isChecked()
     assert dialog.threshold.automatic.text() == "automatic (calibrated prediction, else 4096)"
     assert not dialog.threshold.tokens.isEnabled() and dialog.threshold.tokens.value() == 4096
-    assert dialog.max_new_tokens.value() == 256 and dialog.draft_precision.currentData() == "int8"
+    assert dialog.max_new_tokens.value() == 256 and dialog.draft_precision.currentData() == "auto"
     dialog.threshold.automatic.setChecked(False)
     assert dialog.threshold.tokens.isEnabled()
     dialog.threshold.tokens.setValue(1000)

@@ -18,6 +18,8 @@ LINES = (
     "torch:",
     "llama.cpp:",
     "cpu:",
+    "amx:",
+    "precision:",
     "backends:",
     "target:",
     "draft:",

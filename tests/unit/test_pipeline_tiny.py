@@ -116,6 +116,11 @@ def test_a_draft_with_another_vocabulary_selects_through_character_spans(pair, c
         events = list(engine.stream(DOCUMENT, QUESTION, "spec", spec_settings()))
         result = finished(events, "spec")
         assert result.selection == "spans" and 0 < result.kept_fraction <= 1
+        # The draft's format is measured on this CPU, then named in the engine's info and the result.
+        assert engine.info.draft_precision in ("int8", "bf16", "fp32")
+        assert engine.info.draft_precision_reason.startswith("measured on this CPU: ")
+        assert result.draft_precision == engine.info.draft_precision
+        assert result.to_json()["draft_precision"] == engine.info.draft_precision
         assert result.prefill_tokens == round(result.kept_fraction * result.prompt_tokens)
     finally:
         engine.close()
