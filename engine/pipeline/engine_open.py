@@ -251,8 +251,9 @@ def open_models(
         cancel.raise_if_cancelled()
         if progress:
             progress(1, 3, f"loading draft {draft_name}")
-        precision = _draft_precision(
-            settings, device, draft_path, draft_vocab or runtime.model, progress, cancel
+        announce = (lambda text: progress(1, 3, text)) if progress else None
+        precision = choose_draft_precision(
+            settings, device, draft_path, draft_vocab or runtime.model, announce, cancel
         )
         before = held_bytes(device.device)
         draft = load_draft_model(draft_path, device, ATTN_IMPL, precision.precision)
@@ -290,16 +291,20 @@ def open_models(
     return runtime, scorer, info
 
 
-def _draft_precision(
+MEASURING_PRECISION = "measuring the draft's speed in int8, bf16 and fp32 on this CPU (once)"
+
+
+def choose_draft_precision(
     settings: ModelSettings,
     device: DraftDevice,
     draft_path: Path,
     vocab: LlamaModel,
-    progress: LoadProgress | None,
+    announce: Callable[[str], None] | None,
     cancel: CancelToken,
 ) -> DraftPrecision:
     """The draft's number format: a GPU's half precision, the user's, or measured on this CPU once
-    (engine.draft.precision), over the calibration sample in the draft's own tokens."""
+    (engine.draft.precision), over the calibration sample in the draft's own tokens; `announce` is
+    told before a measurement starts."""
     fixed = fixed_precision(settings.draft_quant, device.device, device.dtype)
     if fixed is not None:
         return fixed
@@ -308,8 +313,8 @@ def _draft_precision(
         cancel.raise_if_cancelled()
         return load_draft_model(draft_path, device, ATTN_IMPL, precision)
 
-    if progress and cached_precision(draft_path) is None:
-        progress(1, 3, "measuring the draft's speed in int8, bf16 and fp32 on this CPU (once)")
+    if announce and cached_precision(draft_path) is None:
+        announce(MEASURING_PRECISION)
     sample = vocab.tokenize(calibration_sample(), parse_special=False)[:SAMPLE_TOKENS]
     return measure_or_cached(draft_path, load, sample)
 

