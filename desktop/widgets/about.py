@@ -46,8 +46,18 @@ def model_facts(info: Any | None) -> list[Fact]:
     return [
         ("Target model", str(info.target_name)),
         ("Draft model", str(info.draft_name)),
+        ("Draft precision", draft_precision_text(info)),
         ("llama.cpp CPU path", str(getattr(info, "cpu_path", "") or "not recorded")),
     ]
+
+
+def draft_precision_text(info: Any) -> str:
+    """ "int8 (measured on this CPU: …)": the draft's number format and why."""
+    precision = getattr(info, "draft_precision", "")
+    reason = getattr(info, "draft_precision_reason", "")
+    if not precision:
+        return "not recorded"
+    return f"{precision} ({reason})" if reason else str(precision)
 
 
 def about_html(info: Any | None) -> str:

@@ -99,8 +99,9 @@ def prompt_attention_probs(
     query: (1, H, 1, d); key: (1, KVH, kv_len, d) with grouped-query heads. Returns (H, n_prompt).
     """
     n_heads, n_kv_heads = query.shape[1], key.shape[1]
-    keys = key[0].repeat_interleave(n_heads // n_kv_heads, dim=0)  # (H, kv_len, d)
-    logits = torch.einsum("hd,hkd->hk", query[0, :, 0].float(), keys.float()) * scaling
+    # Each KV head's keys serve its group of query heads as they lie: no per-head copy of the keys.
+    grouped = query[0, :, 0].float().reshape(n_kv_heads, n_heads // n_kv_heads, -1)  # (KVH, G, d)
+    logits = torch.einsum("kgd,kld->kgl", grouped, key[0].float()).reshape(n_heads, -1) * scaling
     return torch.softmax(logits, dim=-1)[:, :n_prompt]
 
 

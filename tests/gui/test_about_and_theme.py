@@ -67,6 +67,22 @@ def test_about_reads_versions_from_metadata_and_says_what_is_missing():
     }
 
 
+def test_about_names_the_drafts_number_format_and_why():
+    from types import SimpleNamespace
+
+    info = SimpleNamespace(
+        target_name="T",
+        draft_name="D",
+        cpu_path="",
+        draft_precision="int8",
+        draft_precision_reason="measured",
+    )
+    assert dict(about.model_facts(info))["Draft precision"] == "int8 (measured)"
+    assert dict(about.model_facts(SimpleNamespace(target_name="T", draft_name="D")))["Draft precision"] == (
+        "not recorded"
+    )
+
+
 def test_help_menu_has_about(window):
     menus = {action.text(): action.menu() for action in window.menuBar().actions()}
     assert window.about_action in menus["&Help"].actions()

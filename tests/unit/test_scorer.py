@@ -288,3 +288,17 @@ def test_a_token_past_the_drafts_vocabulary_is_refused_by_id():
     scorer = DraftScorer(model, eos_ids=set())
     with pytest.raises(ValueError, match=f"token id {rows}, past the draft's vocabulary"):
         scorer.score([1, 2, 3, rows], ScoringParams(lookahead=1, kernel=3))
+
+
+def test_look_ahead_attention_groups_query_heads_over_their_kv_head_without_copying_keys():
+    """Query head h reads KV head h // (heads per KV head), as grouped-query attention does."""
+    from engine.draft.scorer import prompt_attention_probs
+
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn(1, 14, 1, 64, generator=generator)
+    key = torch.randn(1, 2, 300, 64, generator=generator)
+    keys = key[0].repeat_interleave(7, dim=0)  # (14, 300, 64): each KV head copied per query head
+    reference = torch.softmax(torch.einsum("hd,hkd->hk", query[0, :, 0], keys) * 0.125, dim=-1)[:, :250]
+    probs = prompt_attention_probs(query, key, 0.125, 250)
+    assert probs.shape == (14, 250)
+    torch.testing.assert_close(probs, reference, rtol=1e-5, atol=1e-7)
