@@ -19,6 +19,9 @@ does not decide: chunks whose scores nearly tie swap places under any rounding, 
 
 The verdict is cached per CPU (model name and flags), torch version and draft file, as the CPU
 self-test's is; `doctor`, `bench` and every result name the format in use (`draft_precision`).
+SPECPREFILL_DRAFT_PRECISION=int8|bf16|fp32 in the environment sets the format without a measurement
+(as SPECPREFILL_CPU_VARIANT sets llama.cpp's CPU variant): for a CPU whose measurement misleads, and
+for tests that must not depend on timings.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -35,6 +39,7 @@ import numpy as np
 import torch
 
 from engine.core.cpu import cpu_identity
+from engine.core.errors import SettingsError
 from engine.draft.scorer import DraftScorer, ScoringParams
 from engine.draft.selection import chunk_scores
 
@@ -49,6 +54,7 @@ AGREEMENT_KEEP = 0.2  # the share of chunks kept in the agreement check, as Spec
 AGREEMENT_LOOKAHEAD = 8  # the look-ahead steps that score the sample, as SpecPrefill's default
 AGREEMENT_MIN = 0.95  # a format's kept chunks must hold this share of fp32's kept score
 VERDICT_FILE = "draft-precision.json"
+PRECISION_ENV = "SPECPREFILL_DRAFT_PRECISION"
 
 LoadDraft = Callable[[str], object]  # a format -> the draft's transformers model in it
 
@@ -76,6 +82,11 @@ def fixed_precision(setting: str, device: torch.device, dtype: torch.dtype) -> D
         return DraftPrecision(name, f"half precision on {device.type}")
     if setting != "auto":
         return DraftPrecision(SETTING_FORMAT[setting], f"set: draft quant {setting}")
+    forced = os.environ.get(PRECISION_ENV, "").strip().lower()
+    if forced:
+        if forced not in CPU_FORMATS:
+            raise SettingsError(f"{PRECISION_ENV}={forced}: use one of {', '.join(CPU_FORMATS)}")
+        return DraftPrecision(forced, f"forced: {PRECISION_ENV}={forced}")
     return None
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import torch
 
 from engine.core.cpu import cpu_flags
-from engine.core.errors import ModelError, NotCalibratedError
+from engine.core.errors import ModelError, NotCalibratedError, SettingsError
 from engine.core.formatting import format_bytes
 from engine.core.memory import available_bytes
 from engine.core.settings import ModelSettings
@@ -136,9 +136,9 @@ def check_draft_precision(settings: ModelSettings, draft: Path | None) -> Check:
     once (engine.draft.precision); before the first load, that it will be measured then."""
     try:
         device = pick_device(settings.device)
-    except ModelError as exc:
+        fixed = fixed_precision(settings.draft_quant, device.device, device.dtype)
+    except (ModelError, SettingsError) as exc:
         return Check("precision", str(exc), ok=False)
-    fixed = fixed_precision(settings.draft_quant, device.device, device.dtype)
     if fixed is not None:
         return Check("precision", f"draft {fixed.summary()}")
     verdict = cached_precision(draft) if draft is not None else None

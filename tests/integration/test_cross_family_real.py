@@ -5,11 +5,13 @@ spans; both are assembled for the suite (`make test` runs `specprefill models --
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+from engine.draft.precision import PRECISION_ENV
 from engine.models import defaults
 from tests.integration.test_real_models import FACT, QUESTION
 
@@ -24,8 +26,10 @@ def optional_model(key: str):
 
 
 def specprefill(*args: str) -> subprocess.CompletedProcess:
+    """The CLI with the draft's format measured on this CPU (the suite's fixed int8 unset)."""
+    env = {name: value for name, value in os.environ.items() if name != PRECISION_ENV}
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, timeout=900, env=env
     )
 
 

@@ -8,12 +8,19 @@ import numpy as np
 import pytest
 import torch
 
+from engine.core.errors import SettingsError
 from engine.core.settings import ModelSettings
 from engine.draft import precision
 from engine.draft.loader import load_draft_model, pick_device, quantize_int8
 from engine.draft.precision import DraftPrecision, fixed_precision, measure_or_cached, measure_precisions
 from engine.pipeline.diagnostics import check_draft_precision
 from tests.fixtures.tiny_gguf import write_tiny_qwen2_gguf
+
+
+@pytest.fixture(autouse=True)
+def measured(monkeypatch):
+    """The suite fixes the format (tests/conftest.py); these tests are of the measurement."""
+    monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
 
 
 @pytest.fixture
@@ -45,6 +52,18 @@ def test_a_gpu_runs_the_draft_in_half_precision_and_a_set_format_is_kept():
     assert fixed_precision("none", torch.device("cpu"), torch.float32).precision == "fp32"
     assert fixed_precision("bf16", torch.device("cpu"), torch.float32).reason == "set: draft quant bf16"
     assert fixed_precision("auto", torch.device("cpu"), torch.float32) is None
+
+
+def test_the_environment_sets_the_format_without_a_measurement(monkeypatch):
+    monkeypatch.setenv(precision.PRECISION_ENV, "bf16")
+    forced = fixed_precision("auto", torch.device("cpu"), torch.float32)
+    assert forced.precision == "bf16" and forced.reason == "forced: SPECPREFILL_DRAFT_PRECISION=bf16"
+    assert (
+        fixed_precision("none", torch.device("cpu"), torch.float32).precision == "fp32"
+    )  # the setting first
+    monkeypatch.setenv(precision.PRECISION_ENV, "int4")
+    with pytest.raises(SettingsError, match="SPECPREFILL_DRAFT_PRECISION=int4: use one of int8, bf16, fp32"):
+        fixed_precision("auto", torch.device("cpu"), torch.float32)
 
 
 def fake_measure(monkeypatch, seconds: dict[str, float], same: dict[str, int]) -> list[str]:

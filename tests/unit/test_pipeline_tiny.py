@@ -105,7 +105,10 @@ def test_engine_loads_both_models(engine, pair, cache_home):
     assert engine.scorer.eos_ids, "the draft's end-of-turn id is known"
 
 
-def test_a_draft_with_another_vocabulary_selects_through_character_spans(pair, cache_home, tmp_path):
+def test_a_draft_with_another_vocabulary_selects_through_character_spans(
+    pair, cache_home, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("SPECPREFILL_DRAFT_PRECISION")  # its format is measured, as a user's is
     target, _draft = pair
     other = write_tiny_gguf_other_vocab(tmp_path / "other-vocab.gguf")
     engine = Engine.load(

@@ -58,6 +58,7 @@ def test_setup_measures_the_drafts_format_once_so_the_first_load_need_not(tmp_pa
     from tests.fixtures.tiny_gguf import write_tiny_qwen2_gguf
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(precision.PRECISION_ENV)  # the suite's fixed format: this test is of the measurement
     draft = write_tiny_qwen2_gguf(tmp_path / "tiny-draft.gguf", seed=2)
     settings = ModelSettings(target_path=tmp_path / "t.gguf", draft_path=draft)
     labels: list[str] = []
