@@ -123,7 +123,6 @@ class SpecRun:
             yield from self.by_spans(request, placement, budget, session)
             return
         score, draft_s, draft_peak = yield from self._draft_scores(request, session)
-        read_ahead_s = session.take_read_ahead() if session is not None else 0.0  # the first answer after it
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
@@ -133,14 +132,8 @@ class SpecRun:
             score.importance, prompt, settings, budget, parts, offsets, focus, definitions
         )
         chosen = ChosenTokens(plan, plan.kept_idx, prompt, offsets, "tokens")
-        yield from self.finish(
-            request,
-            chosen,
-            placement,
-            DraftCost(draft_s, draft_peak, t_select),
-            served_by=spec_served_by(session, score.reused_prefix, read_ahead_s),
-            read_ahead_s=read_ahead_s,
-        )
+        cost = DraftCost(draft_s, draft_peak, t_select)
+        yield from self.finish_scored(request, chosen, placement, cost, session, score.reused_prefix)
 
     # -- a draft of another family: through character spans --------------------------------
     def by_spans(
@@ -153,7 +146,6 @@ class SpecRun:
         draft = draft_prompt(vocab, target, settings.system_prompt)
         draft_request = replace(request, prompt=draft)
         score, draft_s, draft_peak = yield from self._draft_scores(request, session, draft)
-        read_ahead_s = session.take_read_ahead() if session is not None else 0.0
 
         t_select = time.perf_counter()
         yield StageChanged(run, "select")
@@ -172,13 +164,24 @@ class SpecRun:
             (parts, offsets, focus, definitions),
         )
         chosen = ChosenTokens(plan, kept_idx, draft, offsets, "spans")
+        cost = DraftCost(draft_s, draft_peak, t_select)
+        yield from self.finish_scored(request, chosen, placement, cost, session, score.reused_prefix)
+
+    def finish_scored(
+        self,
+        request: Request,
+        chosen: ChosenTokens,
+        placement: str,
+        cost: DraftCost,
+        session: DocumentSession | None,
+        reused_prefix: int,
+    ) -> Iterator[EngineEvent]:
+        """finish(), saying how the session served the draft (spec_served_by) and handing the answer
+        the read-ahead's seconds not yet reported."""
+        read_ahead_s = session.take_read_ahead() if session is not None else 0.0
+        served_by = spec_served_by(session, reused_prefix, read_ahead_s)
         yield from self.finish(
-            request,
-            chosen,
-            placement,
-            DraftCost(draft_s, draft_peak, t_select),
-            served_by=spec_served_by(session, score.reused_prefix, read_ahead_s),
-            read_ahead_s=read_ahead_s,
+            request, chosen, placement, cost, served_by=served_by, read_ahead_s=read_ahead_s
         )
 
     # -- the draft's scores -----------------------------------------------------------------
