@@ -28,6 +28,7 @@ from safetensors import SafetensorError
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.errors import ModelError
+from engine.core.hashing import file_version_id
 from engine.core.locks import artefact_lock, cache_writes, remove_partials
 from engine.core.paths import draft_cache_dir
 from engine.core.private import private_dir
@@ -80,12 +81,6 @@ def _quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
-def _gguf_cache_key(path: Path) -> str:
-    st = path.stat()
-    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-    return hashlib.sha256(ident.encode()).hexdigest()[:16]
-
-
 def _path_tag(gguf_path: Path) -> str:
     """Names what belongs to one GGUF path whatever its version: its lock and its partial dirs."""
     return f"{gguf_path.stem}-{hashlib.sha256(str(gguf_path.resolve()).encode()).hexdigest()[:16]}"
@@ -96,7 +91,7 @@ def _partial_prefix(gguf_path: Path) -> str:
 
 
 def dequantized_dir(gguf_path: Path) -> Path:
-    return draft_cache_dir() / f"{gguf_path.stem}-{_gguf_cache_key(gguf_path)}"
+    return draft_cache_dir() / f"{gguf_path.stem}-{file_version_id(gguf_path)}"
 
 
 def _is_complete(cache: Path) -> bool:

@@ -26,8 +26,6 @@ for tests that must not depend on timings.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import time
@@ -40,6 +38,8 @@ import torch
 
 from engine.core.cpu import cpu_identity
 from engine.core.errors import SettingsError
+from engine.core.hashing import file_version_id
+from engine.core.verdicts import read_verdicts, write_verdict
 from engine.draft.scorer import DraftScorer, ScoringParams
 from engine.draft.selection import chunk_scores
 
@@ -100,10 +100,8 @@ def int8_available() -> bool:
 
 
 def verdict_key(draft_path: Path) -> str:
-    """The CPU, the torch build and the draft file (path, size, mtime): a verdict holds for these."""
-    stat = draft_path.stat()
-    draft = f"{draft_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    return f"{cpu_identity()}|{torch.__version__}|{hashlib.sha256(draft.encode()).hexdigest()[:16]}"
+    """The CPU, the torch build and the draft file's version: a verdict holds for these."""
+    return f"{cpu_identity()}|{torch.__version__}|{file_version_id(draft_path)}"
 
 
 def verdict_path() -> Path:
@@ -113,28 +111,17 @@ def verdict_path() -> Path:
 
 
 def cached_verdict(key: str) -> DraftPrecision | None:
+    record = read_verdicts(verdict_path()).get(key)
     try:
-        record = json.loads(verdict_path().read_text()).get(key)
         return DraftPrecision(**record) if isinstance(record, dict) else None
-    except (OSError, ValueError, TypeError):
+    except TypeError:  # a record of other fields
         return None
 
 
 def remember_verdict(key: str, verdict: DraftPrecision) -> None:
     """Add the verdict to the cache file; a read-only or full cache only means it is measured again."""
-    from engine.core.atomic import write_text_atomic
-    from engine.core.private import private_dir
-
-    path = verdict_path()
     try:
-        verdicts = json.loads(path.read_text())
-        verdicts = verdicts if isinstance(verdicts, dict) else {}
-    except (OSError, ValueError):
-        verdicts = {}
-    verdicts[key] = asdict(verdict)
-    try:
-        private_dir(path.parent)
-        write_text_atomic(path, json.dumps(verdicts, indent=1, sort_keys=True))
+        write_verdict(verdict_path(), key, asdict(verdict))
     except OSError as exc:
         log.info("the draft's precision verdict was not saved (%s): it is measured again next time", exc)
 
@@ -144,12 +131,20 @@ def cached_precision(draft_path: Path) -> DraftPrecision | None:
     return cached_verdict(verdict_key(draft_path))
 
 
-def measure_or_cached(draft_path: Path, load: LoadDraft, sample: list[int]) -> DraftPrecision:
-    """The cached verdict for this CPU, torch and draft, or a new measurement (then cached)."""
+def measure_or_cached(
+    draft_path: Path,
+    load: LoadDraft,
+    sample: Callable[[], list[int]],
+    announce: Callable[[], None] | None = None,
+) -> DraftPrecision:
+    """The cached verdict for this CPU, torch and draft, or a new measurement (then cached) over
+    `sample()`'s tokens, `announce` told first: neither is called when the verdict is cached."""
     key = verdict_key(draft_path)
     verdict = cached_verdict(key)
     if verdict is None:
-        verdict = measure_precisions(load, sample)
+        if announce:
+            announce()
+        verdict = measure_precisions(load, sample())
         remember_verdict(key, verdict)
     return verdict
 

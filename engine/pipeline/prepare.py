@@ -10,12 +10,12 @@ that follows takes seconds, and its number format on this CPU is measured once
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from engine.core.cancel import NEVER, CancelToken
 from engine.core.settings import ModelSettings
 from engine.draft.loader import ensure_dequantized, is_dequantized, pick_device
-from engine.draft.precision import cached_precision, fixed_precision
 from engine.llama.native import LlamaModel
 from engine.models import defaults
 from engine.pipeline.engine_open import choose_draft_precision
@@ -58,11 +58,14 @@ def measure_draft_precision(
 ) -> None:
     """The draft's format on this CPU, measured now where the settings leave it to a measurement
     not made yet (a GPU, a format set by the user and a cached verdict need none)."""
-    device = pick_device(settings.device)
-    if fixed_precision(settings.draft_quant, device.device, device.dtype) or cached_precision(draft):
-        return
-    vocab = LlamaModel(draft, vocab_only=True)
-    try:
-        choose_draft_precision(settings, device, draft, vocab, lambda text: progress(0, 1, text), cancel)
-    finally:
-        vocab.close()
+    with ExitStack() as opened:
+
+        def vocab() -> LlamaModel:  # read only for a measurement, closed after it
+            model = LlamaModel(draft, vocab_only=True)
+            opened.callback(model.close)
+            return model
+
+        def announce(text: str) -> None:
+            progress(0, 1, text)
+
+        choose_draft_precision(settings, pick_device(settings.device), draft, vocab, announce, cancel)

@@ -130,13 +130,13 @@ def test_the_verdict_is_measured_once_per_draft_file_and_kept_in_the_cache(cache
         return DraftPrecision("int8", "measured", {"int8": 1.0}, {}, "2026-12-08")
 
     monkeypatch.setattr(precision, "measure_precisions", measure)
-    assert measure_or_cached(gguf, None, [1, 2, 3]).precision == "int8"
-    assert measure_or_cached(gguf, None, [1, 2, 3]).precision == "int8"
+    assert measure_or_cached(gguf, None, lambda: [1, 2, 3]).precision == "int8"
+    assert measure_or_cached(gguf, None, lambda: [1, 2, 3]).precision == "int8"
     assert calls == [3]
     stored = json.loads((cache / "specprefill" / precision.VERDICT_FILE).read_text())
     assert [record["precision"] for record in stored.values()] == ["int8"]
     gguf.touch()  # another version of the draft file: measured again
-    measure_or_cached(gguf, None, [1, 2, 3])
+    measure_or_cached(gguf, None, lambda: [1, 2, 3])
     assert calls == [3, 3]
 
 
@@ -164,7 +164,7 @@ def test_doctor_names_the_precision_and_why(cache, gguf, monkeypatch):
         "measure_precisions",
         lambda load, sample: DraftPrecision("bf16", "measured: bf16 fastest", measured_at="2026-12-08"),
     )
-    measure_or_cached(gguf, None, [1, 2])
+    measure_or_cached(gguf, None, lambda: [1, 2])
     after = check_draft_precision(ModelSettings(), gguf)
     assert after.text == "draft bf16 (measured: bf16 fastest), 2026-12-08"
     assert (
